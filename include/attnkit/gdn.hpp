@@ -1,0 +1,78 @@
+// attnkit/gdn.hpp — gated delta rule linear attention (Gated DeltaNet), spec/gdn.md.
+//
+// q, k [B, T, H, K]; v [B, T, HV, V]; g, beta [B, T, HV]; gk [B, T, HV, K] (per-key gate variant);
+// out [B, T, HV, V] in q's dtype. GVA: HV % H == 0, value head hv reads q/k head hv / (HV / H).
+// Varlen: B == 1 and cu_seqlens int64 [N+1]. States [N, HV, K, V] ("K-first") or [N, HV, V, K].
+#pragma once
+#include <cstdint>
+#include <optional>
+#include "attnkit/status.hpp"
+#include "attnkit/tensor.hpp"
+
+namespace attnkit {
+
+enum class StateLayout : uint8_t { kKV, kVK };
+
+// kChunked is the algorithm of spec/gdn.md; kRecurrent is the token recurrence (the ground truth,
+// CPU only), kept selectable so tests and users can compare the two.
+enum class GdnAlgorithm : uint8_t { kChunked, kRecurrent };
+
+// Everything the forward reads; the backward reads the same.
+struct GdnInputs {
+  TensorView q, k, v, beta;
+  TensorView g;        // [B, T, HV] log-decay (<= 0), or the raw gate when A_log/dt_bias are given
+  TensorView gk;       // [B, T, HV, K] per-key log-decay (exclusive with g); may be absent
+  TensorView A_log;    // [HV]: fused gate g = -exp(A_log[hv]) * softplus(g + dt_bias[hv])
+  TensorView dt_bias;  // [HV]
+  TensorView initial_state;  // optional, any float dtype
+  TensorView cu_seqlens;     // optional int64 [N+1]
+  std::optional<double> scale;  // default K^-0.5
+  StateLayout state_layout = StateLayout::kKV;
+  bool use_qk_l2norm = false;  // q, k <- x / sqrt(sum x^2 + 1e-6) inside the op
+  bool beta_is_logit = false;  // beta <- sigmoid(beta) inside the op
+  GdnAlgorithm algorithm = GdnAlgorithm::kChunked;
+};
+
+struct GdnFwdParams {
+  GdnInputs in;
+  TensorView out;
+  TensorView final_state;  // optional fp32 output
+  Workspace workspace;
+  Stream stream = nullptr;
+};
+
+struct GdnBwdParams {
+  GdnInputs in;
+  TensorView dout;
+  TensorView dfinal_state;  // optional: gradient w.r.t. the final state
+  // Outputs (gradients w.r.t. the op's raw inputs, in their dtypes). dg is w.r.t. whichever of
+  // g / gk was given; dinitial_state is fp32 and only written when initial_state is given;
+  // dA_log / ddt_bias only with the fused gate.
+  TensorView dq, dk, dv, dbeta, dg, dinitial_state, dA_log, ddt_bias;
+  Workspace workspace;
+  Stream stream = nullptr;
+};
+
+// Recurrent decode (fused_recurrent_gated_delta_rule): a few tokens per sequence, the fp32 state
+// read and written once, in place. With state_indices, sequence n uses state[state_indices[n]]
+// of a pool (a negative index marks a padding slot: that sequence is skipped, its output is 0).
+struct GdnDecodeParams {
+  TensorView q, k, v, beta, g, gk, A_log, dt_bias;  // as GdnInputs, T = tokens per sequence
+  TensorView cu_seqlens;     // optional int64 [N+1] with B == 1
+  TensorView state;          // fp32 [P, HV, K, V] or [P, HV, V, K], updated in place
+  TensorView state_indices;  // optional int32/int64 [N]; without it P == N and sequence n uses state[n]
+  TensorView out;
+  std::optional<double> scale;
+  StateLayout state_layout = StateLayout::kKV;
+  bool use_qk_l2norm = false;
+  bool beta_is_logit = false;
+  Stream stream = nullptr;
+};
+
+size_t gdn_forward_workspace_size(const GdnFwdParams& p);
+size_t gdn_backward_workspace_size(const GdnBwdParams& p);
+Status gdn_forward(const GdnFwdParams& p);
+Status gdn_backward(const GdnBwdParams& p);
+Status gdn_decode(const GdnDecodeParams& p);
+
+}  // namespace attnkit

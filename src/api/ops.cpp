@@ -1,0 +1,51 @@
+// src/api/ops.cpp — the public entry points: validate, then hand the op to the backend of the
+// device its tensors live on.
+#include "attnkit/attnkit.hpp"
+#include "attnkit/validate.hpp"
+#include "src/cpu/backend.hpp"
+#include "src/cuda/runtime.hpp"
+
+namespace attnkit {
+namespace {
+
+Status no_cuda_kernel(const char* op) {
+  return Unsupported(std::string(op) + ": this build has no CUDA kernel for it yet; pass CPU tensors to use the CPU backend");
+}
+
+template <class P, class CpuFn>
+Status dispatch(const P& p, const TensorView& q, const char* op, CpuFn&& cpu_fn) {
+  ATTNKIT_RETURN_IF_ERROR(validate(p));
+  if (q.device.type == DeviceType::kCPU) return cpu_fn(p);
+  return no_cuda_kernel(op);
+}
+
+}  // namespace
+
+// The CPU backend allocates its scratch on the host itself; CUDA kernels will report theirs here.
+size_t attention_forward_workspace_size(const AttentionFwdParams&) { return 0; }
+size_t attention_backward_workspace_size(const AttentionBwdParams&) { return 0; }
+size_t flex_forward_workspace_size(const FlexFwdParams&) { return 0; }
+size_t flex_backward_workspace_size(const FlexBwdParams&) { return 0; }
+size_t gdn_forward_workspace_size(const GdnFwdParams&) { return 0; }
+size_t gdn_backward_workspace_size(const GdnBwdParams&) { return 0; }
+
+Status attention_forward(const AttentionFwdParams& p) {
+  return dispatch(p, p.q, "attention_forward", cpu::attention_forward);
+}
+Status attention_backward(const AttentionBwdParams& p) {
+  return dispatch(p, p.q, "attention_backward", cpu::attention_backward);
+}
+Status flex_attention_forward(const FlexFwdParams& p) {
+  return dispatch(p, p.q, "flex_attention_forward", cpu::flex_forward);
+}
+Status flex_attention_backward(const FlexBwdParams& p) {
+  return dispatch(p, p.q, "flex_attention_backward", cpu::flex_backward);
+}
+Status gdn_forward(const GdnFwdParams& p) { return dispatch(p, p.in.q, "gdn_forward", cpu::gdn_forward); }
+Status gdn_backward(const GdnBwdParams& p) { return dispatch(p, p.in.q, "gdn_backward", cpu::gdn_backward); }
+Status gdn_decode(const GdnDecodeParams& p) { return dispatch(p, p.q, "gdn_decode", cpu::gdn_decode); }
+
+bool cuda_available() { return cuda::device_count() > 0; }
+const char* version() { return "0.1.0"; }
+
+}  // namespace attnkit
