@@ -28,7 +28,8 @@ inline void store(void* base, DType t, int64_t i, Acc v) {
     case DType::kBFloat16: static_cast<uint16_t*>(base)[i] = float_to_bf16_bits(static_cast<float>(v)); break;
     case DType::kFloat32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
     case DType::kFloat64: static_cast<double*>(base)[i] = static_cast<double>(v); break;
-    default: break;  // validation rejects integer outputs
+    case DType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
+    case DType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
   }
 }
 
