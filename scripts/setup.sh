@@ -12,11 +12,12 @@ need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: '$1' is required but 
 need cmake
 need g++
 
-# GoogleTest: use the system package when CMake can find it; otherwise install it from Debian.
+# GoogleTest: the system package, else source in .deps/googletest, else try Debian's package.
 if [ ! -d /usr/lib/x86_64-linux-gnu/cmake/GTest ] && [ ! -d /usr/local/lib/cmake/GTest ] \
-   && [ ! -d /usr/lib/cmake/GTest ] && command -v apt-get >/dev/null 2>&1; then
+   && [ ! -d /usr/lib/cmake/GTest ] && [ ! -f .deps/googletest/CMakeLists.txt ] \
+   && command -v apt-get >/dev/null 2>&1; then
   echo "setup: installing GoogleTest (libgtest-dev)"
-  (apt-get update -qq && apt-get install -y -qq libgtest-dev) >/dev/null
+  (apt-get update -qq && apt-get install -y -qq libgtest-dev) >/dev/null || echo "setup: could not install GoogleTest" >&2
 fi
 
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
