@@ -21,7 +21,7 @@ step build env BUILD_DIR=$BUILD_DIR JOBS=$(nproc) CMAKE_ARGS="-DATTNKIT_WITH_CUD
 grep -E "spill|registers|C7510" "$OUT/build.log" | sort | uniq -c >"$OUT/ptxas.log" || true
 if grep -q "C7510" "$OUT/build.log" || grep -E "[1-9][0-9]* bytes spill" "$OUT/build.log"; then echo "   ptxas: spills or C7510 found"; status=1; fi
 for o in $(find $BUILD_DIR -name "*.cu.o"); do
-  echo "$o: $(cuobjdump -sass "$o" 2>/dev/null | grep -c HGMMA) HGMMA" >>"$OUT/sass.log"
+  echo "$o: $(cuobjdump -sass "$o" 2>/dev/null | grep -c HGMMA) HGMMA" >>"$OUT/ptxas.log"  # SASS check
 done
 step gpu-tests ctest --test-dir $BUILD_DIR -L gpu --output-on-failure
 grep -E "Skipped|skipped" "$OUT/gpu-tests.log" && { echo "   GPU tests were skipped on a GPU machine"; status=1; }
