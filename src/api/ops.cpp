@@ -3,6 +3,7 @@
 #include "attnkit/attnkit.hpp"
 #include "attnkit/validate.hpp"
 #include "src/cpu/backend.hpp"
+#include "src/cuda/api.hpp"
 #include "src/cuda/runtime.hpp"
 
 namespace attnkit {
@@ -19,6 +20,12 @@ Status dispatch(const P& p, const TensorView& q, const char* op, CpuFn&& cpu_fn)
   return no_cuda_kernel(op);
 }
 
+template <class P, class CpuFn, class CudaFn>
+Status dispatch(const P& p, const TensorView& q, CpuFn&& cpu_fn, CudaFn&& cuda_fn) {
+  ATTNKIT_RETURN_IF_ERROR(validate(p));
+  return q.device.type == DeviceType::kCPU ? cpu_fn(p) : cuda_fn(p);
+}
+
 }  // namespace
 
 // The CPU backend allocates its scratch on the host itself; CUDA kernels will report theirs here.
@@ -30,7 +37,7 @@ size_t gdn_forward_workspace_size(const GdnFwdParams&) { return 0; }
 size_t gdn_backward_workspace_size(const GdnBwdParams&) { return 0; }
 
 Status attention_forward(const AttentionFwdParams& p) {
-  return dispatch(p, p.q, "attention_forward", cpu::attention_forward);
+  return dispatch(p, p.q, cpu::attention_forward, cuda::attention_forward);
 }
 Status attention_backward(const AttentionBwdParams& p) {
   return dispatch(p, p.q, "attention_backward", cpu::attention_backward);

@@ -11,7 +11,14 @@ set(ATTNKIT_CUDA_TU_BUDGET 40)
 
 set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/runtime.cu
+  src/cuda/attention/fwd_dispatch.cu
 )
 
 attnkit_instantiate(src/cuda/common/wgmma_smoke.cu.in wgmma_smoke_bf16 ELEMENT=cute::bfloat16_t)
 attnkit_instantiate(src/cuda/common/wgmma_smoke.cu.in wgmma_smoke_fp16 ELEMENT=cute::half_t)
+
+# Softmax attention forward: (dtype, head dim). Causal/window/softcap/varlen/GQA are runtime.
+foreach(hd 64 128 256)
+  attnkit_instantiate(src/cuda/attention/fwd_launch.cu.in attention_fwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
+  attnkit_instantiate(src/cuda/attention/fwd_launch.cu.in attention_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
+endforeach()

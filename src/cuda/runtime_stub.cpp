@@ -4,3 +4,11 @@
 namespace attnkit::cuda {
 int device_count() { return 0; }
 }  // namespace attnkit::cuda
+
+#include "src/cuda/api.hpp"
+
+namespace attnkit::cuda {
+Status attention_forward(const AttentionFwdParams&) {
+  return Unsupported("attention_forward: this build has no CUDA kernels (configured without nvcc)");
+}
+}  // namespace attnkit::cuda

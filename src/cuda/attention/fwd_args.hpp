@@ -1,0 +1,32 @@
+// src/cuda/attention/fwd_args.hpp — what the host hands the forward kernel: raw pointers, strides
+// (in elements), sizes and the runtime options. Plain data, no CUDA or CuTe types.
+#pragma once
+#include <cstdint>
+
+#include "attnkit/semantics/mask.hpp"
+
+namespace attnkit::cuda {
+
+struct AttnFwdArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;  // may be null
+  // Strides of (batch, seq, head) for q, k, v, out; varlen tensors have batch stride 0.
+  int64_t q_stride[3] = {}, k_stride[3] = {}, v_stride[3] = {}, o_stride[3] = {};
+  int64_t lse_stride[3] = {};  // (batch, head, seq); varlen: (0, head, token)
+  int batch = 0;               // number of sequences
+  int seqlen_q = 0, seqlen_k = 0;  // dense lengths, or the packed totals when varlen
+  int max_seqlen_q = 0;            // grid extent (== seqlen_q when dense)
+  int heads_q = 0, heads_kv = 0;
+  const int32_t* cu_seqlens_q = nullptr;  // device pointers, both set for varlen
+  const int32_t* cu_seqlens_k = nullptr;
+  float scale = 1.f;
+  float softcap = 0.f;  // 0: off
+  MaskOptions mask;
+  void* stream = nullptr;
+  int num_sms = 132;
+};
+
+}  // namespace attnkit::cuda

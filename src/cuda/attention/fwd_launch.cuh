@@ -1,0 +1,41 @@
+// src/cuda/attention/fwd_launch.cuh — host side of one forward instantiation: TMA descriptors over
+// the caller's strided tensors, grid, shared memory, launch.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "src/cuda/attention/fwd_kernel.cuh"
+
+namespace attnkit::cuda::attn {
+
+template <class Element, int kHeadDim>
+cudaError_t launch_attention_fwd(const AttnFwdArgs& a) {
+  using T = FwdTraits<Element, kHeadDim>;
+  const bool varlen = a.cu_seqlens_q != nullptr;
+  const int batch_dim = varlen ? 1 : a.batch;
+  // A varlen tensor has no batch dim; give TMA a harmless non-zero stride for the unit one.
+  auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };
+  FwdParams<T> p;
+  p.args = a;
+  p.shape_q = make_shape(a.seqlen_q, kHeadDim, a.heads_q, batch_dim);
+  p.shape_k = make_shape(a.seqlen_k, kHeadDim, a.heads_kv, batch_dim);
+  p.shape_vt = make_shape(kHeadDim, a.seqlen_k, a.heads_kv, batch_dim);
+  Tensor mQ = make_tensor(make_gmem_ptr(static_cast<Element const*>(a.q)), p.shape_q,
+                          make_stride(a.q_stride[1], _1{}, a.q_stride[2], bstride(a.q_stride, a.seqlen_q)));
+  Tensor mK = make_tensor(make_gmem_ptr(static_cast<Element const*>(a.k)), p.shape_k,
+                          make_stride(a.k_stride[1], _1{}, a.k_stride[2], bstride(a.k_stride, a.seqlen_k)));
+  Tensor mVt = make_tensor(make_gmem_ptr(static_cast<Element const*>(a.v)), p.shape_vt,
+                           make_stride(_1{}, a.v_stride[1], a.v_stride[2], bstride(a.v_stride, a.seqlen_k)));
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, mQ, typename T::SmemLayoutQ{}, Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename T::SmemLayoutK{}), Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename T::SmemLayoutVt{}), Shape<Int<kHeadDim>, Int<T::kBlockN>>{}, _1{});
+
+  const dim3 grid((a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM, a.heads_q, a.batch);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;
+  auto kernel = attention_fwd_kernel<T>;
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  kernel<<<grid, T::kThreads, T::kSmemBytes, static_cast<cudaStream_t>(a.stream)>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace attnkit::cuda::attn

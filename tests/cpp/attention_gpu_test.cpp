@@ -1,0 +1,205 @@
+// tests/cpp/attention_gpu_test.cpp — the Hopper attention forward against the CPU backend.
+//
+// Reference: the CPU backend in float64 on the same (rounded) inputs. Error rule: the GPU error
+// may be at most twice the error of the CPU backend's own bf16/fp16 run (fp32 math, output rounded
+// to 16 bits) plus a small absolute term. Outputs are poisoned with NaN before each launch.
+#include <algorithm>
+#include <limits>
+
+#include "gpu_util.hpp"
+
+namespace attnkit::test {
+namespace {
+
+struct Case {
+  int64_t B = 1, Sq = 128, Sk = 128, Hq = 2, Hkv = 2, D = 128;
+  MaskOptions mask;
+  double softcap = 0;
+  DType dt = DType::kBFloat16;
+  bool strided = false;             // BHSD memory seen as BSHD
+  std::vector<int64_t> lq, lk;      // varlen lengths (B = lq.size())
+  std::string name() const {
+    return "B" + std::to_string(B) + " Sq" + std::to_string(Sq) + " Sk" + std::to_string(Sk) + " Hq" + std::to_string(Hq) +
+           " Hkv" + std::to_string(Hkv) + " D" + std::to_string(D) + (mask.causal ? " causal" : "") +
+           (mask.align == CausalAlign::kTopLeft ? "-topleft" : "") + " win(" + std::to_string(mask.window_left) + "," +
+           std::to_string(mask.window_right) + ")" + (softcap > 0 ? " softcap" : "") + (dt == DType::kFloat16 ? " fp16" : " bf16") +
+           (strided ? " strided" : "") + (lq.empty() ? "" : " varlen");
+  }
+};
+
+struct Run {
+  HostTensor out, lse;
+};
+
+// Runs attention_forward on `device` (cpu or cuda) with inputs converted to `dt`.
+Run run(const Case& c, const HostTensor& q, const HostTensor& k, const HostTensor& v, DType dt, bool on_gpu,
+        const HostTensor* cuq, const HostTensor* cuk) {
+  const bool varlen = cuq != nullptr;
+  std::vector<int> perm;
+  if (c.strided && !varlen) perm = {0, 2, 1, 3};
+  HostTensor qh = q.to(dt, perm), kh = k.to(dt, perm), vh = v.to(dt, perm);
+  std::vector<int64_t> oshape(q.view.sizes, q.view.sizes + q.view.ndim);
+  Run r{HostTensor(dt, oshape), varlen ? HostTensor(DType::kFloat32, {c.Hq, q.view.sizes[0]})
+                                        : HostTensor(DType::kFloat32, {c.B, c.Hq, c.Sq})};
+  AttentionFwdParams p;
+  p.mask = c.mask;
+  p.softcap = c.softcap;
+  if (varlen) {
+    p.max_seqlen_q = *std::max_element(c.lq.begin(), c.lq.end());
+    p.max_seqlen_k = *std::max_element(c.lk.begin(), c.lk.end());
+  }
+  if (!on_gpu) {
+    p.q = qh.view;
+    p.k = kh.view;
+    p.v = vh.view;
+    p.out = r.out.view;
+    p.lse = r.lse.view;
+    if (varlen) {
+      p.cu_seqlens_q = cuq->view;
+      p.cu_seqlens_k = cuk->view;
+    }
+    EXPECT_TRUE(attention_forward(p).ok());
+    return r;
+  }
+  DeviceTensor dq(qh), dk(kh), dv(vh), dout(r.out), dlse(r.lse);
+  dout.poison();
+  dlse.poison();
+  std::unique_ptr<DeviceTensor> dcq, dck;
+  p.q = dq.view;
+  p.k = dk.view;
+  p.v = dv.view;
+  p.out = dout.view;
+  p.lse = dlse.view;
+  if (varlen) {
+    dcq = std::make_unique<DeviceTensor>(*cuq);
+    dck = std::make_unique<DeviceTensor>(*cuk);
+    p.cu_seqlens_q = dcq->view;
+    p.cu_seqlens_k = dck->view;
+  }
+  const Status st = attention_forward(p);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dout.copy_to(r.out);
+  dlse.copy_to(r.lse);
+  return r;
+}
+
+void check(const Case& c) {
+  SCOPED_TRACE(c.name());
+  std::mt19937 rng(7);
+  const bool varlen = !c.lq.empty();
+  HostTensor cuq, cuk;
+  int64_t tq = c.Sq, tk = c.Sk;
+  if (varlen) {
+    std::vector<int64_t> a = {0}, b = {0};
+    for (size_t i = 0; i < c.lq.size(); ++i) {
+      a.push_back(a.back() + c.lq[i]);
+      b.push_back(b.back() + c.lk[i]);
+    }
+    cuq = index_tensor(DType::kInt32, a);
+    cuk = index_tensor(DType::kInt32, b);
+    tq = a.back();
+    tk = b.back();
+  }
+  HostTensor q(DType::kFloat64, varlen ? std::vector<int64_t>{tq, c.Hq, c.D} : std::vector<int64_t>{c.B, c.Sq, c.Hq, c.D});
+  HostTensor k(DType::kFloat64, varlen ? std::vector<int64_t>{tk, c.Hkv, c.D} : std::vector<int64_t>{c.B, c.Sk, c.Hkv, c.D});
+  HostTensor v(DType::kFloat64, varlen ? std::vector<int64_t>{tk, c.Hkv, c.D} : std::vector<int64_t>{c.B, c.Sk, c.Hkv, c.D});
+  q.randn(rng);
+  k.randn(rng);
+  v.randn(rng);
+  q = q.to(c.dt).to(DType::kFloat64);  // every run sees the same 16-bit values
+  k = k.to(c.dt).to(DType::kFloat64);
+  v = v.to(c.dt).to(DType::kFloat64);
+  const HostTensor* pcq = varlen ? &cuq : nullptr;
+  const HostTensor* pck = varlen ? &cuk : nullptr;
+  Run ref = run(c, q, k, v, DType::kFloat64, false, pcq, pck);
+  Run cpu16 = run(c, q, k, v, c.dt, false, pcq, pck);
+  Run gpu = run(c, q, k, v, c.dt, true, pcq, pck);
+  const auto o_ref = ref.out.values(), o_cpu = cpu16.out.values(), o_gpu = gpu.out.values();
+  ASSERT_TRUE(all_finite(o_gpu)) << "unwritten or non-finite outputs";
+  const double cpu_err = max_abs_diff(o_cpu, o_ref), gpu_err = max_abs_diff(o_gpu, o_ref);
+  EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3) << "gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err;
+  const auto l_ref = ref.lse.values(), l_gpu = gpu.lse.values();
+  for (size_t i = 0; i < l_ref.size(); ++i) {
+    if (std::isinf(l_ref[i])) {
+      ASSERT_TRUE(std::isinf(l_gpu[i]) && l_gpu[i] < 0) << "lse " << i << " = " << l_gpu[i];
+    } else {
+      ASSERT_NEAR(l_gpu[i], l_ref[i], 2e-3 * (1 + std::abs(l_ref[i]))) << "lse " << i;
+    }
+  }
+}
+
+class AttentionGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(AttentionGpu, HeadDimsAndAwkwardLengths) {
+  for (int64_t D : {64, 128, 256})
+    for (auto [sq, sk] : {std::pair{1, 1}, std::pair{17, 17}, std::pair{63, 65}, std::pair{65, 63}, std::pair{127, 1000},
+                          std::pair{1000, 127}, std::pair{256, 256}}) {
+      Case c;
+      c.D = D;
+      c.Sq = sq;
+      c.Sk = sk;
+      check(c);
+    }
+}
+
+TEST_F(AttentionGpu, CausalBothAlignmentsWindowsSoftcap) {
+  for (int64_t D : {64, 128, 256})
+    for (int variant = 0; variant < 5; ++variant) {
+      Case c;
+      c.D = D;
+      c.B = 2;
+      c.Sq = 300;
+      c.Sk = 500;
+      if (variant == 0) c.mask.causal = true;
+      if (variant == 1) { c.mask.causal = true; c.mask.align = CausalAlign::kTopLeft; }
+      if (variant == 2) { c.mask.window_left = 100; c.mask.window_right = 30; }
+      if (variant == 3) { c.mask.causal = true; c.mask.window_left = 64; c.softcap = 20.0; }
+      if (variant == 4) { c.Sq = 500; c.Sk = 300; c.mask.causal = true; }  // rows with no visible key
+      check(c);
+    }
+}
+
+TEST_F(AttentionGpu, GqaRatiosFp16AndStrides) {
+  for (int64_t ratio : {1, 4, 8}) {
+    Case c;
+    c.Hkv = 2;
+    c.Hq = 2 * ratio;
+    c.Sq = c.Sk = 333;
+    c.mask.causal = true;
+    check(c);
+  }
+  Case f;
+  f.dt = DType::kFloat16;
+  f.Sq = f.Sk = 257;
+  check(f);
+  Case s;
+  s.strided = true;
+  s.B = 2;
+  s.Sq = 200;
+  s.Sk = 300;
+  check(s);
+}
+
+TEST_F(AttentionGpu, VarlenWithOneTokenAndEmptySequences) {
+  for (int64_t D : {64, 128}) {
+    Case c;
+    c.D = D;
+    c.lq = {1, 0, 17, 300, 128, 5};
+    c.lk = {1, 7, 0, 301, 200, 5};
+    c.B = static_cast<int64_t>(c.lq.size());
+    c.Hq = 4;
+    c.Hkv = 2;
+    check(c);
+    c.mask.causal = true;
+    check(c);
+  }
+}
+
+}  // namespace
+}  // namespace attnkit::test
