@@ -318,10 +318,16 @@ TEST(Validation, GdnDecodeStateIndices) {
 }
 
 TEST(Validation, CudaTensorsWithoutKernelsAreUnsupportedNotCrashes) {
-  Attn a;
-  auto p = a.p();
-  for (TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse}) t->device = Device::cuda(0);
-  const Status st = attention_forward(p);
+  // The GDN ops have no CUDA kernel yet: CUDA tensors must get kUnsupported, not a launch.
+  GdnCase c;
+  c.dt = DType::kBFloat16;
+  GdnData d = make_gdn(c, 4);
+  GdnFwdParams p;
+  p.in = gdn_inputs(c, d);
+  p.out = d.out.view;
+  for (TensorView* t : {&p.in.q, &p.in.k, &p.in.v, &p.in.g, &p.in.beta, &p.in.initial_state, &p.out})
+    t->device = Device::cuda(0);
+  const Status st = gdn_forward(p);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
 }
 
