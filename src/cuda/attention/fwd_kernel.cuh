@@ -6,7 +6,9 @@
 // Warpgroups 1..2 (consumers, 64 rows each): per key tile n,
 //     S_n = Q K_n^T (issued)  ->  O += P_{n+1} V_{n+1} (issued)  ->  wait S_n  ->  mask + online
 //     softmax of S_n while the P.V WGMMA runs  ->  wait P.V  ->  rescale O, P_n = bf16(S_n)
-// so the exponentials of one tile overlap the tensor-core work of the previous one.
+// so the exponentials of one tile overlap the tensor-core work of the previous one. The two
+// consumers also take turns issuing their WGMMAs (named barriers, "ping-pong"), so one warpgroup's
+// softmax runs while the other's GEMMs occupy the tensor cores.
 // Epilogue: O / rowsum written straight from registers, LSE by the thread owning column 0.
 #pragma once
 #include <cutlass/arch/reg_reconfig.h>
@@ -47,23 +49,58 @@ struct SeqInfo {
 
 // Key tiles [n_begin, n_end) that any row of query tile m can see.
 template <int kBlockM, int kBlockN>
-CUTE_DEVICE void key_tile_range(const MaskRule& rule, int m_block, int seqlen_q, int& n_begin, int& n_end) {
+CUTE_DEVICE void key_tile_range(const MaskRuleT<int>& rule, int m_block, int seqlen_q, int& n_begin, int& n_end) {
   const int row_first = m_block * kBlockM;
   const int row_last = min(seqlen_q, row_first + kBlockM) - 1;
-  const int64_t lo = rule.lo(row_first), hi = rule.hi(row_last);
+  const int lo = rule.lo(row_first), hi = rule.hi(row_last);
   if (hi < lo || hi < 0) {
     n_begin = n_end = 0;
     return;
   }
-  n_begin = static_cast<int>(lo / kBlockN);
-  n_end = static_cast<int>(hi / kBlockN) + 1;
+  n_begin = lo / kBlockN;
+  n_end = hi / kBlockN + 1;
+}
+
+// Everything a role needs to know about its CTA's tile. Each role derives it after the register
+// split, so nothing computed before it has to stay live across setmaxnreg.
+template <class Traits>
+struct TileInfo {
+  int m_block, head, batch;
+  SeqInfo seq;
+  MaskRuleT<int> rule;
+  int n_begin, n_end;  // key tiles to visit
+  CUTE_DEVICE explicit TileInfo(const AttnFwdArgs& a)
+      : m_block(gridDim.x - 1 - blockIdx.x), head(blockIdx.y), batch(blockIdx.z), seq(a, batch) {
+    // Longest query tiles first (m reversed): with a causal mask the last tiles see the most keys.
+    rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
+    n_begin = n_end = 0;
+    if (!empty()) key_tile_range<Traits::kBlockM, Traits::kBlockN>(rule, m_block, seq.seqlen_q, n_begin, n_end);
+  }
+  // This varlen sequence is shorter than the grid's longest one.
+  CUTE_DEVICE bool empty() const { return m_block * Traits::kBlockM >= seq.seqlen_q; }
+};
+
+// The K or V pipeline as seen by one role. The barriers are initialised once before the roles split
+// (init_pipelines); each role builds its own handle so no pipeline state lives across setmaxnreg.
+template <class Traits, bool kInitBarriers = false>
+CUTE_DEVICE typename Traits::Pipeline make_pipeline(typename Traits::Pipeline::SharedStorage& storage, bool producer) {
+  typename Traits::Pipeline::Params pp;
+  pp.role = producer ? Traits::Pipeline::ThreadCategory::Producer : Traits::Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = 128 * Traits::kConsumerWGs;
+  pp.transaction_bytes = Traits::kTmaBytesKV;
+  return typename Traits::Pipeline(storage, pp, Shape<_1, _1, _1>{}, cute::bool_constant<kInitBarriers>{});
 }
 
 template <class Traits>
-CUTE_DEVICE void producer(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
-                          typename Traits::Pipeline& pipe_v, int m_block, int head, int batch, const SeqInfo& seq,
-                          int n_begin, int n_end) {
+CUTE_DEVICE void producer(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem) {
   using T = Traits;
+  auto pipe_k = make_pipeline<T>(smem.pipeline_k, true);
+  auto pipe_v = make_pipeline<T>(smem.pipeline_v, true);
+  const TileInfo<T> tile(params.args);
+  if (tile.empty()) return;
+  const int m_block = tile.m_block, head = tile.head, batch = tile.batch, n_begin = tile.n_begin, n_end = tile.n_end;
+  const SeqInfo& seq = tile.seq;
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});    // [M, D]
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
   Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
@@ -98,10 +135,13 @@ CUTE_DEVICE void producer(const FwdParams<Traits>& params, typename Traits::Shar
 }
 
 // Writes this thread's rows of O (already normalised, in Element) and LSE.
+// The tile's coordinates are re-derived here rather than kept live through the main loop (they
+// would only occupy registers the loop needs).
 template <class Traits, class TensorO, class TensorC, int kRows>
-CUTE_DEVICE void store_output(const AttnFwdArgs& a, TensorO const& o_rc, TensorC const& coord_rc, const float (&lse)[kRows],
-                              int m_block, int head, int batch, const SeqInfo& seq) {
+CUTE_DEVICE void store_output(const AttnFwdArgs& a, TensorO const& o_rc, TensorC const& coord_rc, const float (&lse)[kRows]) {
   using Element = typename Traits::Element;
+  const int m_block = gridDim.x - 1 - blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
+  const SeqInfo seq(a, batch);
   const bool varlen = a.cu_seqlens_q != nullptr;
   Element* out = static_cast<Element*>(a.out) + (varlen ? 0 : batch * a.o_stride[0]) +
                  static_cast<int64_t>(seq.offset_q) * a.o_stride[1] + head * a.o_stride[2];
@@ -126,11 +166,27 @@ CUTE_DEVICE void store_output(const AttnFwdArgs& a, TensorO const& o_rc, TensorC
   }
 }
 
+// Ping-pong between consumer warpgroups: warpgroup w waits for its turn before issuing WGMMAs
+// and hands the turn to the other one right after. Barrier ids 1..2 (0 is __syncthreads).
+struct IssueTurns {
+  int wg;  // 0 or 1
+  CUTE_DEVICE void wait() const { cutlass::arch::NamedBarrier::sync(256, 1 + wg); }
+  CUTE_DEVICE void pass() const { cutlass::arch::NamedBarrier::arrive(256, 1 + (1 - wg)); }
+  CUTE_DEVICE void start() const {  // warpgroup 0 goes first
+    if (wg == 0) cutlass::arch::NamedBarrier::arrive(256, 1);
+  }
+};
+
 template <class Traits>
-CUTE_DEVICE void consumer(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
-                          typename Traits::Pipeline& pipe_v, const MaskRule& rule, int m_block, int head, int batch,
-                          const SeqInfo& seq, int n_begin, int n_end) {
+CUTE_DEVICE void consumer(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem) {
   using T = Traits;
+  auto pipe_k = make_pipeline<T>(smem.pipeline_k, false);
+  auto pipe_v = make_pipeline<T>(smem.pipeline_v, false);
+  const TileInfo<T> tile(params.args);
+  if (tile.empty()) return;
+  const int m_block = tile.m_block, n_begin = tile.n_begin, n_end = tile.n_end;
+  const MaskRuleT<int>& rule = tile.rule;
+  const SeqInfo& seq = tile.seq;
   using Element = typename T::Element;
   const AttnFwdArgs& a = params.args;
   const int thread_idx = threadIdx.x - 128;  // 0 .. 128 * kConsumerWGs - 1
@@ -164,6 +220,9 @@ CUTE_DEVICE void consumer(const FwdParams<Traits>& params, typename Traits::Shar
     return c1 >= seq.seqlen_k || rule.lo(wg_row_last) > c0 || rule.hi(wg_row_first) < c1;
   };
 
+  static_assert(T::kConsumerWGs == 2, "ping-pong pairs two consumer warpgroups");
+  const IssueTurns turns{wg};
+  turns.start();
   clear(tOrO);
   typename T::PipelineState state;  // consumer start state: index 0, phase 0
   float corr[kRows];
@@ -180,8 +239,11 @@ CUTE_DEVICE void consumer(const FwdParams<Traits>& params, typename Traits::Shar
   Tensor tOrP = make_tensor<Element>(acc_as_operand_a_layout(tSrS.layout()));
   if (n >= n_begin) {
     pipe_k.consumer_wait(state);
+    turns.wait();
     gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+    turns.pass();
     warpgroup_wait<0>();
+    warpgroup_fence_operand(tSrS);
     pipe_k.consumer_release(state);
     scores_to_probs(n);
     convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
@@ -189,21 +251,28 @@ CUTE_DEVICE void consumer(const FwdParams<Traits>& params, typename Traits::Shar
       typename T::PipelineState state_v = state;  // V of the previous tile
       ++state;
       pipe_k.consumer_wait(state);
-      gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
       pipe_v.consumer_wait(state_v);
+      turns.wait();
+      gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
       gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
+      turns.pass();
       warpgroup_wait<1>();  // S_n ready; P.V still running
+      warpgroup_fence_operand(tSrS);
       pipe_k.consumer_release(state);
       scores_to_probs(n);
       warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
       pipe_v.consumer_release(state_v);
       Tensor o_rc = as_rowcol(tOrO);
       rescale_rows(o_rc, corr);
       convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
     }
     pipe_v.consumer_wait(state);
+    turns.wait();
     gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state.index()), tOrO);
+    turns.pass();
     warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
     pipe_v.consumer_release(state);
   }
   float inv_sum[kRows], lse[kRows];
@@ -212,7 +281,7 @@ CUTE_DEVICE void consumer(const FwdParams<Traits>& params, typename Traits::Shar
   rescale_rows(o_rc, inv_sum);
   Tensor tOrO_out = make_tensor<Element>(tOrO.layout());
   convert_into(tOrO, tOrO_out);
-  store_output<T>(a, as_rowcol(tOrO_out), cO, lse, m_block, head, batch, seq);
+  store_output<T>(a, as_rowcol(tOrO_out), cO, lse);
 }
 
 template <class Traits>
@@ -220,15 +289,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) attention_fwd_kernel(CUTE
   using T = Traits;
   extern __shared__ char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
-  const AttnFwdArgs& a = params.args;
-  // Longest query tiles first: with a causal mask the last tiles see the most keys.
-  const int m_block = gridDim.x - 1 - blockIdx.x, head = blockIdx.y, batch = blockIdx.z;
-  const SeqInfo seq(a, batch);
-  if (m_block * T::kBlockM >= seq.seqlen_q) return;  // whole CTA: this varlen sequence is shorter
-  const MaskRule rule = MaskRule::make(a.mask, seq.seqlen_q, seq.seqlen_k);
-  int n_begin, n_end;
-  key_tile_range<T::kBlockM, T::kBlockN>(rule, m_block, seq.seqlen_q, n_begin, n_end);
-
   const int warp = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
   const int wg = warp / 4;
   if (warp == 0 && cute::elect_one_sync()) {
@@ -237,22 +297,17 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) attention_fwd_kernel(CUTE
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     smem.barrier_q.init(1);
   }
-  typename T::Pipeline::Params pp;
-  pp.role = wg == 0 ? T::Pipeline::ThreadCategory::Producer : T::Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 128 * T::kConsumerWGs;
-  pp.transaction_bytes = T::kTmaBytesKV;
-  typename T::Pipeline pipe_k(smem.pipeline_k, pp, Shape<_1, _1, _1>{});
-  typename T::Pipeline pipe_v(smem.pipeline_v, pp, Shape<_1, _1, _1>{});
+  make_pipeline<T, true>(smem.pipeline_k, wg == 0);  // initialises the K and V barriers
+  make_pipeline<T, true>(smem.pipeline_v, wg == 0);
   __syncthreads();
 
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
     if (warp == 0 && cute::elect_one_sync())
-      producer<T>(params, smem, pipe_k, pipe_v, m_block, head, batch, seq, n_begin, n_end);
+      producer<T>(params, smem);
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
-    consumer<T>(params, smem, pipe_k, pipe_v, rule, m_block, head, batch, seq, n_begin, n_end);
+    consumer<T>(params, smem);
   }
 }
 

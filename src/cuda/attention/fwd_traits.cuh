@@ -20,12 +20,12 @@ struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 128;  // query rows per CTA (64 per consumer warpgroup)
-  static constexpr int kBlockN = kHeadDim <= 64 ? 128 : (kHeadDim <= 128 ? 128 : 80);  // keys per tile
+  static constexpr int kBlockN = kHeadDim <= 64 ? 128 : (kHeadDim <= 128 ? 128 : 64);  // keys per tile
   static constexpr int kStages = 2;   // K and V pipeline depth
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
-  static constexpr int kProducerRegs = 24;
-  static constexpr int kConsumerRegs = 240;
+  static constexpr int kProducerRegs = 40;  // 128 * producer + 256 * consumer <= 64512
+  static constexpr int kConsumerRegs = 232;
 
   using TileShapeQK = Shape<Int<kBlockM>, Int<kBlockN>, Int<kHeadDim>>;  // (M, N, K) of Q.K^T
   using TileShapePV = Shape<Int<kBlockM>, Int<kHeadDim>, Int<kBlockN>>;  // (M, N, K) of P.V

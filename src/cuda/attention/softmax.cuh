@@ -19,12 +19,12 @@ using namespace cute;
 // beyond seqlen_k, or outside [rule.lo(row), rule.hi(row)]. Coordinates are tile-local; row0 and
 // col0 place the tile in the sequence.
 template <class TensorS, class TensorC>
-CUTE_DEVICE void apply_mask(TensorS& s_rc, TensorC const& coord_rc, const MaskRule& rule, int row0, int col0) {
+CUTE_DEVICE void apply_mask(TensorS& s_rc, TensorC const& coord_rc, const MaskRuleT<int>& rule, int row0, int col0) {
   CUTE_UNROLL
   for (int mi = 0; mi < size<0>(s_rc); ++mi) {
     const int row = row0 + get<0>(coord_rc(mi, 0));
-    const int64_t lo = rule.lo(row);
-    const int64_t hi = rule.hi(row);  // already clamped to sk - 1
+    const int lo = rule.lo(row);
+    const int hi = rule.hi(row);  // already clamped to sk - 1
     CUTE_UNROLL
     for (int ni = 0; ni < size<1>(s_rc); ++ni) {
       const int col = col0 + get<1>(coord_rc(mi, ni));
