@@ -18,7 +18,9 @@ struct AttnFwdArgs {
   int64_t lse_stride[3] = {};  // (batch, head, seq); varlen: (0, head, token)
   int batch = 0;               // number of sequences
   int seqlen_q = 0, seqlen_k = 0;  // dense lengths, or the packed totals when varlen
-  int max_seqlen_q = 0;            // grid extent (== seqlen_q when dense)
+  int max_seqlen_q = 0;            // longest query sequence (== seqlen_q when dense)
+  int num_m_blocks = 0;            // query tiles per (batch, head): ceil(max_seqlen_q / kBlockM)
+  int num_tiles = 0;               // num_m_blocks * heads_q * batch
   int heads_q = 0, heads_kv = 0;
   const int32_t* cu_seqlens_q = nullptr;  // device pointers, both set for varlen
   const int32_t* cu_seqlens_k = nullptr;

@@ -3,6 +3,9 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "src/cuda/attention/fwd_kernel.cuh"
 
 namespace attnkit::cuda::attn {
@@ -29,8 +32,12 @@ cudaError_t launch_attention_fwd(const AttnFwdArgs& a) {
   p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename T::SmemLayoutK{}), Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename T::SmemLayoutVt{}), Shape<Int<kHeadDim>, Int<T::kBlockN>>{}, _1{});
 
-  const dim3 grid((a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM, a.heads_q, a.batch);
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return cudaSuccess;
+  p.args.num_m_blocks = (a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM;
+  const int64_t tiles = int64_t(p.args.num_m_blocks) * a.heads_q * a.batch;
+  if (tiles == 0) return cudaSuccess;
+  if (tiles > INT32_MAX) return cudaErrorInvalidValue;
+  p.args.num_tiles = static_cast<int>(tiles);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, a.num_sms)));  // persistent CTAs
   auto kernel = attention_fwd_kernel<T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (err != cudaSuccess) return err;

@@ -67,7 +67,8 @@ struct FwdTraits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>, 1024> v;
     typename Pipeline::SharedStorage pipeline_k;
     typename Pipeline::SharedStorage pipeline_v;
-    cutlass::arch::ClusterTransactionBarrier barrier_q;
+    cutlass::arch::ClusterTransactionBarrier barrier_q_full;  // Q landed (TMA transaction bytes)
+    cutlass::arch::ClusterBarrier barrier_q_empty;            // consumers no longer read Q
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
 };

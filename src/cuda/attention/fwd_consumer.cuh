@@ -1,0 +1,145 @@
+// src/cuda/attention/fwd_consumer.cuh — a consumer warpgroup of the forward kernel: 64 query rows
+// of each tile against all its key tiles, then the epilogue.
+//
+// Per key tile n (last first):   wait K_n, V_{n+1}  ->  [turn]  issue S_n = Q K_n^T and
+// O += P_{n+1} V_{n+1}  ->  [pass turn]  wait S_n  ->  mask + online softmax of S_n while P.V runs
+// ->  wait P.V, rescale O, P_n = bf16(S_n). The turn (IssueTurns) alternates the two consumer
+// warpgroups so one's softmax overlaps the other's WGMMAs.
+#pragma once
+#include "src/cuda/attention/fwd_epilogue.cuh"
+#include "src/cuda/attention/fwd_producer.cuh"
+#include "src/cuda/attention/mma.cuh"
+#include "src/cuda/attention/softmax.cuh"
+
+namespace attnkit::cuda::attn {
+
+// Barrier ids 1..2 (0 is __syncthreads): warpgroup w waits on 1 + w for its turn to issue WGMMAs
+// and passes the turn to the other right after issuing.
+struct IssueTurns {
+  int wg;  // 0 or 1
+  CUTE_DEVICE void wait() const { cutlass::arch::NamedBarrier::sync(256, 1 + wg); }
+  CUTE_DEVICE void pass() const { cutlass::arch::NamedBarrier::arrive(256, 1 + (1 - wg)); }
+  CUTE_DEVICE void start() const {  // warpgroup 0 goes first, once per kernel
+    if (wg == 0) cutlass::arch::NamedBarrier::arrive(256, 1);
+  }
+};
+
+template <class Traits>
+struct Consumer {
+  using T = Traits;
+  using Element = typename T::Element;
+  typename T::TiledMmaQK mma_qk;
+  typename T::TiledMmaPV mma_pv;
+  int thread_idx;  // 0 .. 255 over both consumer warpgroups
+  int wg;
+
+  CUTE_DEVICE Consumer() : thread_idx(threadIdx.x - 128), wg(__shfl_sync(0xffffffff, (threadIdx.x - 128) / 128, 0)) {}
+
+  CUTE_DEVICE void run(const FwdParams<T>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
+                       typename T::Pipeline& pipe_v) {
+    const IssueTurns turns{wg};
+    turns.start();
+    typename T::PipelineState state;  // index 0, phase 0
+    int q_full_phase = 0;
+    for (int t = blockIdx.x; t < params.args.num_tiles; t += gridDim.x) {
+      const TileInfo<T> tile(params.args, t);
+      if (tile.skip()) continue;
+      mainloop_and_epilogue(params.args, smem, pipe_k, pipe_v, state, q_full_phase, turns, tile);
+      q_full_phase ^= 1;
+    }
+  }
+
+  CUTE_DEVICE void mainloop_and_epilogue(const AttnFwdArgs& a, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
+                                         typename T::Pipeline& pipe_v, typename T::PipelineState& state, int q_full_phase,
+                                         const IssueTurns& turns, const TileInfo<T>& tile) {
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});    // [M, D]
+    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
+    Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
+    auto wg_qk = mma_qk.get_slice(wg * 128);  // operand descriptors are per warpgroup
+    auto wg_pv = mma_pv.get_slice(wg * 128);
+    Tensor tSrQ = wg_qk.partition_fragment_A(sQ);   // descriptors of this warpgroup's 64 rows
+    Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (.., stage)
+    Tensor tOrV = wg_pv.partition_fragment_B(sVt);  // (.., stage)
+    Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [64, D] / 128 threads
+    Tensor tSrS = partition_fragment_C(mma_qk, Shape<Int<T::kBlockM>, Int<T::kBlockN>>{});  // fp32 [64, BN] / 128 threads
+    Tensor tOrP = make_tensor<Element>(acc_as_operand_a_layout(tSrS.layout()));              // P as the A operand of P.V
+    Tensor cS = as_rowcol(mma_qk.get_thread_slice(thread_idx).partition_C(
+        make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kBlockN>>{})));  // (row, col) of each S register
+    constexpr int kRows = decltype(size<0>(cS))::value;
+
+    const bool softcap = a.softcap > 0.f;
+    OnlineSoftmax<kRows> softmax(softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E));
+    const float softcap_in = softcap ? a.scale / a.softcap : 0.f;
+    const int m_block = tile.m_block;
+    // A key tile needs per-element masking unless all of it is visible to all 64 rows of this
+    // warpgroup (the common case away from the diagonal and the sequence end).
+    const int wg_row_first = m_block * T::kBlockM + wg * 64, wg_row_last = wg_row_first + 63;
+    auto needs_mask = [&](int n) {
+      const int c0 = n * T::kBlockN, c1 = c0 + T::kBlockN - 1;
+      return c1 >= tile.seq.seqlen_k || tile.rule.lo(wg_row_last) > c0 || tile.rule.hi(wg_row_first) < c1;
+    };
+    float corr[kRows];
+    auto scores_to_probs = [&](int n) {
+      Tensor s_rc = as_rowcol(tSrS);
+      if (softcap) apply_softcap(s_rc, softcap_in, a.softcap);
+      if (needs_mask(n)) apply_mask(s_rc, cS, tile.rule, m_block * T::kBlockM, n * T::kBlockN);
+      softmax.step(s_rc, corr);
+    };
+
+    clear(tOrO);
+    smem.barrier_q_full.wait(q_full_phase);
+    int n = tile.n_end - 1;
+    if (n >= tile.n_begin) {
+      pipe_k.consumer_wait(state);
+      turns.wait();
+      gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+      turns.pass();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      pipe_k.consumer_release(state);
+      scores_to_probs(n);
+      convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
+      for (--n; n >= tile.n_begin; --n) {
+        typename T::PipelineState state_v = state;  // V of the previous key tile
+        ++state;
+        pipe_k.consumer_wait(state);
+        pipe_v.consumer_wait(state_v);
+        turns.wait();
+        gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+        gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
+        turns.pass();
+        warpgroup_wait<1>();  // S_n ready; P.V still running
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(state);
+        scores_to_probs(n);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        pipe_v.consumer_release(state_v);
+        Tensor o_rc = as_rowcol(tOrO);
+        rescale_rows(o_rc, corr);
+        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
+      }
+      pipe_v.consumer_wait(state);
+      turns.wait();
+      gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state.index()), tOrO);
+      turns.pass();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      pipe_v.consumer_release(state);
+      ++state;
+    }
+    smem.barrier_q_empty.arrive();  // Q is no longer read: the producer may load the next tile's
+
+    float inv_sum[kRows], lse[kRows];
+    softmax.finalize(inv_sum, lse, softcap ? 1.f : a.scale);
+    Tensor o_rc = as_rowcol(tOrO);
+    rescale_rows(o_rc, inv_sum);
+    Tensor tOrO_out = make_tensor<Element>(tOrO.layout());
+    convert_into(tOrO, tOrO_out);
+    Tensor cO = as_rowcol(mma_pv.get_thread_slice(thread_idx).partition_C(
+        make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
+    store_output<T>(a, tile, as_rowcol(tOrO_out), cO, lse);
+  }
+};
+
+}  // namespace attnkit::cuda::attn

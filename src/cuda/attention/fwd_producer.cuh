@@ -1,0 +1,74 @@
+// src/cuda/attention/fwd_producer.cuh — the producer warp of the forward kernel: for each tile,
+// waits until the consumers are done with Q, loads Q, then streams K and V tiles (last key tile
+// first) through two TMA pipelines. One elected thread issues everything.
+#pragma once
+#include "attnkit/semantics/heads.hpp"
+#include "src/cuda/attention/fwd_tile.cuh"
+#include "src/cuda/attention/fwd_traits.cuh"
+
+namespace attnkit::cuda::attn {
+
+template <class Traits>
+struct FwdParams {
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaK tma_k;
+  typename Traits::TmaV tma_v;
+  typename Traits::ShapeQKV shape_q, shape_k, shape_vt;
+  AttnFwdArgs args;
+};
+
+template <class Traits>
+CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
+                           typename Traits::Pipeline& pipe_v, typename Traits::PipelineState& state, const TileInfo<Traits>& tile) {
+  using T = Traits;
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});    // [M, D]
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
+  Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
+  const AttnFwdArgs& a = params.args;
+  const int b = a.cu_seqlens_q ? 0 : tile.batch;  // varlen: windows of the packed tensors
+  const int head_kv = static_cast<int>(kv_head_of(tile.head, a.heads_q, a.heads_kv));
+  Tensor mQ = params.tma_q.get_tma_tensor(params.shape_q)(_, _, tile.head, b);     // [Sq, D]
+  Tensor mK = params.tma_k.get_tma_tensor(params.shape_k)(_, _, head_kv, b);       // [Sk, D]
+  Tensor mVt = params.tma_v.get_tma_tensor(params.shape_vt)(_, _, head_kv, b);     // [D, Sk]
+  Tensor gQ = local_tile(domain_offset(make_coord(tile.seq.offset_q, _0{}), mQ), Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{},
+                         make_coord(tile.m_block, _0{}));                                            // [M, D]
+  Tensor gK = local_tile(domain_offset(make_coord(tile.seq.offset_k, _0{}), mK), Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{},
+                         make_coord(_, _0{}));                                                       // [N, D, n]
+  Tensor gVt = local_tile(domain_offset(make_coord(_0{}, tile.seq.offset_k), mVt), Shape<Int<T::kHeadDim>, Int<T::kBlockN>>{},
+                          make_coord(_0{}, _));                                                      // [D, N, n]
+  auto [tQgQ, tQsQ] = tma_partition(params.tma_q, _0{}, Layout<_1>{}, group_modes<0, 2>(sQ), group_modes<0, 2>(gQ));
+  auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
+  auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
+
+  smem.barrier_q_full.arrive_and_expect_tx(T::kTmaBytesQ);
+  copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.barrier_q_full), 0), tQgQ, tQsQ);
+  for (int n = tile.n_end - 1; n >= tile.n_begin; --n) {
+    pipe_k.producer_acquire(state);
+    copy(params.tma_k.with(*pipe_k.producer_get_barrier(state), 0), tKgK(_, n), tKsK(_, state.index()));
+    pipe_v.producer_acquire(state);
+    copy(params.tma_v.with(*pipe_v.producer_get_barrier(state), 0), tVgV(_, n), tVsV(_, state.index()));
+    ++state;
+  }
+}
+
+template <class Traits>
+CUTE_DEVICE void producer(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
+                          typename Traits::Pipeline& pipe_v) {
+  typename Traits::PipelineState state = cutlass::make_producer_start_state<typename Traits::Pipeline>();
+  int q_empty_phase = 0;
+  bool first = true;
+  for (int t = blockIdx.x; t < params.args.num_tiles; t += gridDim.x) {
+    const TileInfo<Traits> tile(params.args, t);
+    if (tile.skip()) continue;
+    if (!first) {  // the consumers still read the previous tile's Q until they signal
+      smem.barrier_q_empty.wait(q_empty_phase);
+      q_empty_phase ^= 1;
+    }
+    first = false;
+    load_tile<Traits>(params, smem, pipe_k, pipe_v, state, tile);
+  }
+  pipe_k.producer_tail(state);
+  pipe_v.producer_tail(state);
+}
+
+}  // namespace attnkit::cuda::attn

@@ -1,0 +1,60 @@
+// src/cuda/attention/fwd_tile.cuh — the persistent tile scheduler of the forward kernel and what a
+// role needs to know about one tile (sequence span, mask, key-tile range).
+//
+// Tiles are (query tile m, head, batch) with m fastest and reversed: consecutive tiles share K/V
+// (L2 reuse) and, with a causal mask, the query tiles that see the most keys start first.
+// CTA c handles tiles c, c + gridDim.x, ... .
+#pragma once
+#include <cute/tensor.hpp>
+
+#include "attnkit/semantics/mask.hpp"
+#include "src/cuda/attention/fwd_args.hpp"
+
+namespace attnkit::cuda::attn {
+
+using namespace cute;
+
+// Where sequence `b` sits: packed offsets for varlen, plain lengths otherwise.
+struct SeqInfo {
+  int offset_q, seqlen_q, offset_k, seqlen_k;
+  CUTE_DEVICE SeqInfo(const AttnFwdArgs& a, int b) {
+    if (a.cu_seqlens_q) {
+      offset_q = a.cu_seqlens_q[b];
+      seqlen_q = a.cu_seqlens_q[b + 1] - offset_q;
+      offset_k = a.cu_seqlens_k[b];
+      seqlen_k = a.cu_seqlens_k[b + 1] - offset_k;
+    } else {
+      offset_q = offset_k = 0;
+      seqlen_q = a.seqlen_q;
+      seqlen_k = a.seqlen_k;
+    }
+  }
+};
+
+template <class Traits>
+struct TileInfo {
+  int m_block, head, batch;
+  SeqInfo seq;
+  MaskRuleT<int> rule;
+  int n_begin, n_end;  // key tiles [n_begin, n_end) that some row of this query tile sees
+
+  CUTE_DEVICE TileInfo(const AttnFwdArgs& a, int tile)
+      : m_block(a.num_m_blocks - 1 - tile % a.num_m_blocks),
+        head((tile / a.num_m_blocks) % a.heads_q),
+        batch(tile / a.num_m_blocks / a.heads_q),
+        seq(a, batch) {
+    rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
+    n_begin = n_end = 0;
+    if (skip()) return;
+    const int row_first = m_block * Traits::kBlockM;
+    const int row_last = min(seq.seqlen_q, row_first + Traits::kBlockM) - 1;
+    const int lo = rule.lo(row_first), hi = rule.hi(row_last);  // lo, hi grow with the row
+    if (hi < lo || hi < 0) return;
+    n_begin = lo / Traits::kBlockN;
+    n_end = hi / Traits::kBlockN + 1;
+  }
+  // The query tile lies past the end of this (varlen) sequence: nothing to do.
+  CUTE_DEVICE bool skip() const { return m_block * Traits::kBlockM >= seq.seqlen_q; }
+};
+
+}  // namespace attnkit::cuda::attn
