@@ -1,5 +1,7 @@
 // tools/capi.cpp — a minimal C ABI over the attnkit C++ API for benchmark scripts (ctypes), until
 // the PyTorch ops exist. Contiguous tensors only; returns 0 on success, else writes the message.
+#include <cuda_runtime.h>
+
 #include <cstdio>
 #include <cstring>
 
@@ -56,6 +58,11 @@ int attnkit_c_attention_fwd(void* q, void* k, void* v, void* out, void* lse, int
   p.softcap = softcap;
   if (scale > 0) p.scale = scale;
   p.stream = stream;
+  // One workspace for the process (single device, calls serialised by the caller's stream).
+  static void* workspace = nullptr;
+  p.workspace.bytes = attention_forward_workspace_size(p);
+  if (!workspace && cudaMalloc(&workspace, 256) != cudaSuccess) return fail(Status(StatusCode::kBackendError, "cudaMalloc failed"), err, errlen);
+  p.workspace.data = workspace;
   const Status st = attention_forward(p);
   return st.ok() ? 0 : fail(st, err, errlen);
 }

@@ -28,8 +28,11 @@ Status dispatch(const P& p, const TensorView& q, CpuFn&& cpu_fn, CudaFn&& cuda_f
 
 }  // namespace
 
-// The CPU backend allocates its scratch on the host itself; CUDA kernels will report theirs here.
-size_t attention_forward_workspace_size(const AttentionFwdParams&) { return 0; }
+// The CPU backend allocates its scratch on the host itself. The CUDA attention forward needs one
+// int (its tile scheduler's counter), padded to 16 bytes.
+size_t attention_forward_workspace_size(const AttentionFwdParams& p) {
+  return p.q.device.type == DeviceType::kCUDA ? 16 : 0;
+}
 size_t attention_backward_workspace_size(const AttentionBwdParams&) { return 0; }
 size_t flex_forward_workspace_size(const FlexFwdParams&) { return 0; }
 size_t flex_backward_workspace_size(const FlexBwdParams&) { return 0; }

@@ -61,7 +61,8 @@ Run run(const Case& c, const HostTensor& q, const HostTensor& k, const HostTenso
     EXPECT_TRUE(attention_forward(p).ok());
     return r;
   }
-  DeviceTensor dq(qh), dk(kh), dv(vh), dout(r.out), dlse(r.lse);
+  HostTensor ws_host(DType::kInt32, {4});
+  DeviceTensor dq(qh), dk(kh), dv(vh), dout(r.out), dlse(r.lse), ws(ws_host);
   dout.poison();
   dlse.poison();
   std::unique_ptr<DeviceTensor> dcq, dck;
@@ -70,6 +71,7 @@ Run run(const Case& c, const HostTensor& q, const HostTensor& k, const HostTenso
   p.v = dv.view;
   p.out = dout.view;
   p.lse = dlse.view;
+  p.workspace = {ws.ptr, ws.bytes};
   if (varlen) {
     dcq = std::make_unique<DeviceTensor>(*cuq);
     dck = std::make_unique<DeviceTensor>(*cuk);

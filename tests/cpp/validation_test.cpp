@@ -170,6 +170,10 @@ TEST(Validation, Workspace) {
   auto p = a.p();
   p.workspace.bytes = 0;
   ASSERT_OK(attention_forward(p));  // the CPU backend needs none
+  // The CUDA forward needs its scheduler counter: refused before any launch when missing.
+  for (TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse}) t->device = Device::cuda(0);
+  EXPECT_EQ(attention_forward_workspace_size(p), 16u);
+  expect_invalid(attention_forward(p), "workspace", "at least 16 bytes");
 }
 
 // ---- flex ----

@@ -21,6 +21,7 @@ struct AttnFwdArgs {
   int max_seqlen_q = 0;            // longest query sequence (== seqlen_q when dense)
   int num_m_blocks = 0;            // query tiles per (batch, head): ceil(max_seqlen_q / kBlockM)
   int num_tiles = 0;               // num_m_blocks * heads_q * batch
+  int* tile_counter = nullptr;     // device int in the caller's workspace, zeroed by each launch
   int heads_q = 0, heads_kv = 0;
   const int32_t* cu_seqlens_q = nullptr;  // device pointers, both set for varlen
   const int32_t* cu_seqlens_k = nullptr;

@@ -40,17 +40,16 @@ struct Consumer {
     const IssueTurns turns{wg};
     turns.start();
     typename T::PipelineState state;  // index 0, phase 0
-    int q_full_phase = 0;
-    for (int t = blockIdx.x; t < params.args.num_tiles; t += gridDim.x) {
-      const TileInfo<T> tile(params.args, t);
-      if (tile.skip()) continue;
-      mainloop_and_epilogue(params.args, smem, pipe_k, pipe_v, state, q_full_phase, turns, tile);
-      q_full_phase ^= 1;
+    for (int q_full_phase = 0;; q_full_phase ^= 1) {
+      smem.barrier_q_full.wait(q_full_phase);  // Q landed, or the end was published
+      const int t = *const_cast<volatile int*>(&smem.tile);
+      if (t >= params.args.num_tiles) break;
+      mainloop_and_epilogue(params.args, smem, pipe_k, pipe_v, state, turns, TileInfo<T>(params.args, t));
     }
   }
 
   CUTE_DEVICE void mainloop_and_epilogue(const AttnFwdArgs& a, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
-                                         typename T::Pipeline& pipe_v, typename T::PipelineState& state, int q_full_phase,
+                                         typename T::Pipeline& pipe_v, typename T::PipelineState& state,
                                          const IssueTurns& turns, const TileInfo<T>& tile) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});    // [M, D]
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
@@ -87,7 +86,6 @@ struct Consumer {
     };
 
     clear(tOrO);
-    smem.barrier_q_full.wait(q_full_phase);
     int n = tile.n_end - 1;
     if (n >= tile.n_begin) {
       pipe_k.consumer_wait(state);

@@ -96,6 +96,9 @@ Status attention_forward(const AttentionFwdParams& p) {
   a.softcap = static_cast<float>(p.softcap);
   a.mask = p.mask;
   a.stream = p.stream;
+  a.tile_counter = static_cast<int*>(p.workspace.data);  // validated: >= 16 bytes
+  if (reinterpret_cast<uintptr_t>(a.tile_counter) % alignof(int) != 0)
+    return InvalidArgument("workspace: expected a 4-byte aligned device pointer");
   a.num_sms = sm_count();
   const cudaError_t err = p.q.dtype == DType::kBFloat16 ? launch_for_head_dim<cutlass::bfloat16_t>(static_cast<int>(D), a)
                                                         : launch_for_head_dim<cutlass::half_t>(static_cast<int>(D), a);

@@ -38,6 +38,9 @@ cudaError_t launch_attention_fwd(const AttnFwdArgs& a) {
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
   p.args.num_tiles = static_cast<int>(tiles);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, a.num_sms)));  // persistent CTAs
+  // The dynamic scheduler's counter starts at 0 on every launch (a memset node under graph capture).
+  cudaError_t err0 = cudaMemsetAsync(a.tile_counter, 0, sizeof(int), static_cast<cudaStream_t>(a.stream));
+  if (err0 != cudaSuccess) return err0;
   auto kernel = attention_fwd_kernel<T>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
   if (err != cudaSuccess) return err;

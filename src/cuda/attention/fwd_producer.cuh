@@ -51,21 +51,32 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::Sha
   }
 }
 
+// The producer also runs the tile scheduler: it takes tile indices (CTA c first gets c, then the
+// next value of the global counter), skips tiles past the end of short varlen sequences, and
+// publishes each tile in smem.tile before the Q-full barrier completes; the consumers read it
+// after waiting on that barrier (the arrive releases, the wait acquires). A tile index past the
+// end, published with a plain arrive, tells the consumers to stop.
 template <class Traits>
 CUTE_DEVICE void producer(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
                           typename Traits::Pipeline& pipe_v) {
+  const AttnFwdArgs& a = params.args;
   typename Traits::PipelineState state = cutlass::make_producer_start_state<typename Traits::Pipeline>();
+  auto next_tile = [&] { return static_cast<int>(gridDim.x) + atomicAdd(a.tile_counter, 1); };
   int q_empty_phase = 0;
   bool first = true;
-  for (int t = blockIdx.x; t < params.args.num_tiles; t += gridDim.x) {
-    const TileInfo<Traits> tile(params.args, t);
-    if (tile.skip()) continue;
-    if (!first) {  // the consumers still read the previous tile's Q until they signal
+  for (int t = blockIdx.x;; t = next_tile()) {
+    while (t < a.num_tiles && TileInfo<Traits>(a, t).skip()) t = next_tile();
+    if (!first) {  // the consumers read the previous tile's Q until they signal
       smem.barrier_q_empty.wait(q_empty_phase);
       q_empty_phase ^= 1;
     }
     first = false;
-    load_tile<Traits>(params, smem, pipe_k, pipe_v, state, tile);
+    *const_cast<volatile int*>(&smem.tile) = t;
+    if (t >= a.num_tiles) {
+      smem.barrier_q_full.arrive();
+      break;
+    }
+    load_tile<Traits>(params, smem, pipe_k, pipe_v, state, TileInfo<Traits>(a, t));
   }
   pipe_k.producer_tail(state);
   pipe_v.producer_tail(state);

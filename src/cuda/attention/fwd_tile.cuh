@@ -1,11 +1,12 @@
 // src/cuda/attention/fwd_tile.cuh — the persistent tile scheduler of the forward kernel and what a
 // role needs to know about one tile (sequence span, mask, key-tile range).
 //
-// Tiles are (query tile m, head, batch) with m outermost and reversed: with a causal mask the
-// query tiles that see the most keys come first, and each round of gridDim.x tiles (CTA c takes
-// tiles c, c + gridDim.x, ...) holds tiles of similar length, so the static assignment stays
-// balanced. Concurrent CTAs work on neighbouring query tiles of the same heads and share their
-// K/V in L2. (m fastest looked better for L2 but gave CTA 0 every long causal tile: 3x imbalance.)
+// Tiles are (query tile m, head, batch) with m fastest and reversed: concurrent CTAs work on the
+// same few heads and share their K/V in L2 (K/V tiles are re-read by every query tile; without
+// that reuse the kernel would need ~4.7 TB/s at D128), and with a causal mask the query tiles
+// that see the most keys start first. Tiles are handed out dynamically: CTA c starts with tile c,
+// then takes the next index from a global counter. Static round-robin was measured 1.5-1.8x
+// imbalanced on long causal shapes (docs/perf/attention_fwd.md).
 #pragma once
 #include <cute/tensor.hpp>
 
@@ -41,9 +42,9 @@ struct TileInfo {
   int n_begin, n_end;  // key tiles [n_begin, n_end) that some row of this query tile sees
 
   CUTE_DEVICE TileInfo(const AttnFwdArgs& a, int tile)
-      : m_block(a.num_m_blocks - 1 - tile / (a.heads_q * a.batch)),
-        head(tile % a.heads_q),
-        batch(tile / a.heads_q % a.batch),
+      : m_block(a.num_m_blocks - 1 - tile % a.num_m_blocks),
+        head((tile / a.num_m_blocks) % a.heads_q),
+        batch(tile / a.num_m_blocks / a.heads_q),
         seq(a, batch) {
     rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
     n_begin = n_end = 0;

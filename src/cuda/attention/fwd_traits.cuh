@@ -69,6 +69,7 @@ struct FwdTraits {
     typename Pipeline::SharedStorage pipeline_v;
     cutlass::arch::ClusterTransactionBarrier barrier_q_full;  // Q landed (TMA transaction bytes)
     cutlass::arch::ClusterBarrier barrier_q_empty;            // consumers no longer read Q
+    int tile;  // the tile whose Q is (being) loaded; >= num_tiles: no more work
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
 };
