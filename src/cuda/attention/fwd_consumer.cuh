@@ -44,13 +44,14 @@ struct Consumer {
       smem.barrier_q_full.wait(q_full_phase);  // Q landed, or the end was published
       const int t = *const_cast<volatile int*>(&smem.tile);
       if (t >= params.args.num_tiles) break;
-      mainloop_and_epilogue(params.args, smem, pipe_k, pipe_v, state, turns, TileInfo<T>(params.args, t));
+      mainloop_and_epilogue(params.args, smem, pipe_k, pipe_v, state, turns, t);
     }
   }
 
   CUTE_DEVICE void mainloop_and_epilogue(const AttnFwdArgs& a, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
                                          typename T::Pipeline& pipe_v, typename T::PipelineState& state,
-                                         const IssueTurns& turns, const TileInfo<T>& tile) {
+                                         const IssueTurns& turns, int t) {
+    const TileInfo<T> tile(a, t);
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});    // [M, D]
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
     Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
@@ -136,7 +137,8 @@ struct Consumer {
     convert_into(tOrO, tOrO_out);
     Tensor cO = as_rowcol(mma_pv.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
-    store_output<T>(a, tile, as_rowcol(tOrO_out), cO, lse);
+    // The tile's description is derived again rather than kept live through the main loop.
+    store_output<T>(a, TileInfo<T>(a, t), as_rowcol(tOrO_out), cO, lse);
   }
 };
 
