@@ -40,19 +40,20 @@ struct Consumer {
     const IssueTurns turns{wg};
     turns.start();
     typename T::PipelineState state;  // index 0, phase 0
-    for (int q_full_phase = 0;; q_full_phase ^= 1) {
-      smem.barrier_q_full.wait(q_full_phase);  // Q landed, or the end was published
-      const int t = *const_cast<volatile int*>(&smem.tile);
+    for (int j = 0;; ++j) {  // the j-th tile of this CTA, in Q buffer j % kQStages
+      const int buf = j % T::kQStages;
+      smem.barrier_q_full[buf].wait((j / T::kQStages) & 1);  // Q landed, or the end was published
+      const int t = *const_cast<volatile int*>(&smem.tile[buf]);
       if (t >= params.args.num_tiles) break;
-      mainloop_and_epilogue(params.args, smem, pipe_k, pipe_v, state, turns, t);
+      mainloop_and_epilogue(params.args, smem, pipe_k, pipe_v, state, turns, t, buf);
     }
   }
 
   CUTE_DEVICE void mainloop_and_epilogue(const AttnFwdArgs& a, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
                                          typename T::Pipeline& pipe_v, typename T::PipelineState& state,
-                                         const IssueTurns& turns, int t) {
+                                         const IssueTurns& turns, int t, int q_buf) {
     const TileInfo<T> tile(a, t);
-    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});    // [M, D]
+    Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
     Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
     auto wg_qk = mma_qk.get_slice(wg * 128);  // operand descriptors are per warpgroup
@@ -127,7 +128,7 @@ struct Consumer {
       pipe_v.consumer_release(state);
       ++state;
     }
-    smem.barrier_q_empty.arrive();  // Q is no longer read: the producer may load the next tile's
+    smem.barrier_q_empty[q_buf].arrive();  // Q is no longer read: the producer may refill the buffer
 
     float inv_sum[kRows], lse[kRows];
     softmax.finalize(inv_sum, lse, softcap ? 1.f : a.scale);

@@ -3,8 +3,8 @@
 // Persistent CTAs of 3 warpgroups walk the tiles of fwd_tile.cuh. Warpgroup 0 is the producer
 // (fwd_producer.cuh: TMA loads of Q, K, V; registers given away); warpgroups 1 and 2 are the
 // consumers (fwd_consumer.cuh: WGMMA, online softmax, epilogue), 64 query rows each.
-// Shared state: the K and V pipelines (kStages buffers each), and two barriers on Q — "full"
-// (TMA landed) and "empty" (all 256 consumer threads are past their last read of Q).
+// Shared state: the K and V pipelines (kStages buffers each), and per Q buffer (kQStages) two
+// barriers — "full" (TMA landed) and "empty" (all 256 consumer threads are past their last read).
 #pragma once
 #include <cutlass/arch/reg_reconfig.h>
 
@@ -35,8 +35,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) attention_fwd_kernel(CUTE
     cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
-    smem.barrier_q_full.init(1);
-    smem.barrier_q_empty.init(128 * T::kConsumerWGs);
+    for (int i = 0; i < T::kQStages; ++i) {
+      smem.barrier_q_full[i].init(1);
+      smem.barrier_q_empty[i].init(128 * T::kConsumerWGs);
+    }
   }
   make_pipeline<T, true>(smem.pipeline_k, wg == 0);  // initialises the K and V barriers
   make_pipeline<T, true>(smem.pipeline_v, wg == 0);

@@ -19,9 +19,10 @@ struct FwdParams {
 
 template <class Traits>
 CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
-                           typename Traits::Pipeline& pipe_v, typename Traits::PipelineState& state, const TileInfo<Traits>& tile) {
+                           typename Traits::Pipeline& pipe_v, typename Traits::PipelineState& state, const TileInfo<Traits>& tile,
+                           int q_buf) {
   using T = Traits;
-  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});    // [M, D]
+  Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
   Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
   const AttnFwdArgs& a = params.args;
@@ -40,8 +41,8 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::Sha
   auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
   auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
 
-  smem.barrier_q_full.arrive_and_expect_tx(T::kTmaBytesQ);
-  copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.barrier_q_full), 0), tQgQ, tQsQ);
+  smem.barrier_q_full[q_buf].arrive_and_expect_tx(T::kTmaBytesQ);
+  copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.barrier_q_full[q_buf]), 0), tQgQ, tQsQ);
   for (int n = tile.n_end - 1; n >= tile.n_begin; --n) {
     pipe_k.producer_acquire(state);
     copy(params.tma_k.with(*pipe_k.producer_get_barrier(state), 0), tKgK(_, n), tKsK(_, state.index()));
@@ -53,30 +54,27 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::Sha
 
 // The producer also runs the tile scheduler: it takes tile indices (CTA c first gets c, then the
 // next value of the global counter), skips tiles past the end of short varlen sequences, and
-// publishes each tile in smem.tile before the Q-full barrier completes; the consumers read it
-// after waiting on that barrier (the arrive releases, the wait acquires). A tile index past the
-// end, published with a plain arrive, tells the consumers to stop.
+// publishes each tile in smem.tile[buf] before that Q buffer's full barrier completes; the
+// consumers read it after waiting on the barrier (the arrive releases, the wait acquires). A tile
+// index past the end, published with a plain arrive, tells the consumers to stop.
+// The j-th tile of a CTA uses Q buffer j % kQStages.
 template <class Traits>
 CUTE_DEVICE void producer(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
                           typename Traits::Pipeline& pipe_v) {
   const AttnFwdArgs& a = params.args;
   typename Traits::PipelineState state = cutlass::make_producer_start_state<typename Traits::Pipeline>();
   auto next_tile = [&] { return static_cast<int>(gridDim.x) + atomicAdd(a.tile_counter, 1); };
-  int q_empty_phase = 0;
-  bool first = true;
-  for (int t = blockIdx.x;; t = next_tile()) {
+  constexpr int kQ = Traits::kQStages;
+  for (int t = blockIdx.x, j = 0;; t = next_tile(), ++j) {
     while (t < a.num_tiles && TileInfo<Traits>(a, t).skip()) t = next_tile();
-    if (!first) {  // the consumers read the previous tile's Q until they signal
-      smem.barrier_q_empty.wait(q_empty_phase);
-      q_empty_phase ^= 1;
-    }
-    first = false;
-    *const_cast<volatile int*>(&smem.tile) = t;
+    const int buf = j % kQ;
+    if (j >= kQ) smem.barrier_q_empty[buf].wait((j / kQ - 1) & 1);  // consumers done with tile j - kQ
+    *const_cast<volatile int*>(&smem.tile[buf]) = t;
     if (t >= a.num_tiles) {
-      smem.barrier_q_full.arrive();
+      smem.barrier_q_full[buf].arrive();
       break;
     }
-    load_tile<Traits>(params, smem, pipe_k, pipe_v, state, TileInfo<Traits>(a, t));
+    load_tile<Traits>(params, smem, pipe_k, pipe_v, state, TileInfo<Traits>(a, t), buf);
   }
   pipe_k.producer_tail(state);
   pipe_v.producer_tail(state);

@@ -22,6 +22,9 @@ struct FwdTraits {
   static constexpr int kBlockM = 128;  // query rows per CTA (64 per consumer warpgroup)
   static constexpr int kBlockN = kHeadDim <= 64 ? 128 : (kHeadDim <= 128 ? 128 : 64);  // keys per tile
   static constexpr int kStages = 2;   // K and V pipeline depth
+  // Q buffers: with two, the next tile's Q loads while the current tile's last key tiles run.
+  // D = 256 has no shared memory left for a second one.
+  static constexpr int kQStages = kHeadDim <= 128 ? 2 : 1;
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 40;  // 128 * producer + 256 * consumer <= 64512
@@ -62,16 +65,22 @@ struct FwdTraits {
   using PipelineState = cutlass::PipelineState<kStages>;
 
   struct SharedStorage {
-    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ> * kQStages, 1024> q;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutVt>, 1024> v;
     typename Pipeline::SharedStorage pipeline_k;
     typename Pipeline::SharedStorage pipeline_v;
-    cutlass::arch::ClusterTransactionBarrier barrier_q_full;  // Q landed (TMA transaction bytes)
-    cutlass::arch::ClusterBarrier barrier_q_empty;            // consumers no longer read Q
-    int tile;  // the tile whose Q is (being) loaded; >= num_tiles: no more work
+    cutlass::arch::ClusterTransactionBarrier barrier_q_full[kQStages];  // Q landed (TMA transaction bytes)
+    cutlass::arch::ClusterBarrier barrier_q_empty[kQStages];            // consumers no longer read Q
+    int tile[kQStages];  // the tile whose Q is (being) loaded there; >= num_tiles: no more work
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
+
+  // Q buffer `buf` as a [M, D] swizzled tensor.
+  static CUTE_DEVICE auto smem_q(SharedStorage& s, int buf) {
+    return make_tensor(make_smem_ptr(s.q.data() + buf * cute::cosize_v<SmemLayoutQ>), SmemLayoutQ{});
+  }
 };
 
 }  // namespace attnkit::cuda::attn
