@@ -34,6 +34,7 @@ if has test; then
   step tests.log ctest --test-dir $BUILD_DIR -L gpu --output-on-failure ${GTEST_FILTER:+-R "$GTEST_FILTER"}
   if grep -q "(Skipped)" "$OUT/tests.log"; then echo "   GPU tests were skipped on a GPU machine"; status=1; fi
   step tests.log ctest --test-dir $BUILD_DIR -L cpu -j "$(nproc)"
+  step tests.log python3 -m pytest -q tests/python --attnkit-lib $BUILD_DIR/tools/libattnkit_c.so
 fi
 if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/wgmma_smoke_test

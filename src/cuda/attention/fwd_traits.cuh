@@ -21,10 +21,11 @@ struct FwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 128;  // query rows per CTA (64 per consumer warpgroup)
   static constexpr int kBlockN = kHeadDim <= 64 ? 128 : (kHeadDim <= 128 ? 128 : 64);  // keys per tile
-  static constexpr int kStages = 2;   // K and V pipeline depth
-  // Q buffers: with two, the next tile's Q loads while the current tile's last key tiles run.
-  // D = 256 has no shared memory left for a second one.
-  static constexpr int kQStages = kHeadDim <= 128 ? 2 : 1;
+  // K and V pipeline depth, and Q buffers (with two, the next tile's Q loads while the current
+  // tile's last key tiles run). Deeper K/V prefetch hides the load latency at tile boundaries;
+  // shared memory (227 KB) decides: D64 3 + 2, D128 3 + 1 (224 KB), D256 2 + 1.
+  static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
+  static constexpr int kQStages = kHeadDim <= 64 ? 2 : 1;
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 40;  // 128 * producer + 256 * consumer <= 64512
