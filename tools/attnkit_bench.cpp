@@ -16,6 +16,10 @@
 #include "attnkit/attnkit.hpp"
 #include "attnkit/cpu/io.hpp"
 
+#if defined(ATTNKIT_WITH_CUDA)
+#include <cuda_runtime.h>
+#endif
+
 namespace {
 using namespace attnkit;
 
@@ -120,6 +124,65 @@ void bench_attention(int reps, std::vector<Row>& rows) {
   rows.push_back({"flex bwd (alibi+causal)", shape, ms, fmt("%.2f GFLOP/s", 2.5 * flops / ms / 1e6)});
 }
 
+#if defined(ATTNKIT_WITH_CUDA)
+// The GPU column: softmax attention forward on device buffers, timed with CUDA events (median).
+void bench_attention_gpu(int reps, std::vector<Row>& rows) {
+  struct Shape {
+    int64_t B, S, H, D;
+    bool causal;
+  };
+  for (Shape sh : {Shape{8, 2048, 16, 128, false}, Shape{8, 2048, 16, 128, true}, Shape{2, 8192, 16, 128, true}}) {
+    const int64_t n = sh.B * sh.S * sh.H * sh.D;
+    void *q, *k, *v, *o, *ws;
+    cudaMalloc(&q, n * 2);
+    cudaMalloc(&k, n * 2);
+    cudaMalloc(&v, n * 2);
+    cudaMalloc(&o, n * 2);
+    cudaMalloc(&ws, 256);
+    std::vector<uint16_t> host(static_cast<size_t>(n));
+    std::mt19937 rng(2);
+    std::normal_distribution<float> d(0.f, 1.f);
+    for (auto& x : host) x = float_to_bf16_bits(d(rng));
+    for (void* p : {q, k, v}) cudaMemcpy(p, host.data(), n * 2, cudaMemcpyHostToDevice);
+    AttentionFwdParams p;
+    const Device dev = Device::cuda(0);
+    p.q = TensorView::contiguous(q, DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D});
+    p.k = TensorView::contiguous(k, DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D});
+    p.v = TensorView::contiguous(v, DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D});
+    p.out = TensorView::contiguous(o, DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D});
+    p.mask.causal = sh.causal;
+    p.workspace = {ws, 256};
+    cudaEvent_t a, b;
+    cudaEventCreate(&a);
+    cudaEventCreate(&b);
+    std::vector<float> t;
+    for (int r = 0; r < reps + 3; ++r) {  // 3 warm-up launches
+      cudaEventRecord(a);
+      const Status st = attention_forward(p);
+      cudaEventRecord(b);
+      cudaEventSynchronize(b);
+      if (!st.ok()) {
+        std::fprintf(stderr, "attnkit-bench: %s\n", st.message().c_str());
+        std::exit(1);
+      }
+      float ms = 0;
+      cudaEventElapsedTime(&ms, a, b);
+      if (r >= 3) t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    const double ms = t[t.size() / 2];
+    const double flops = 4.0 * sh.B * sh.H * sh.S * sh.S * sh.D * (sh.causal ? 0.5 : 1.0);
+    char shape[64];
+    std::snprintf(shape, sizeof shape, "B%lld S%lld H%lld D%lld%s bf16", (long long)sh.B, (long long)sh.S, (long long)sh.H,
+                  (long long)sh.D, sh.causal ? " causal" : "");
+    rows.push_back({"attention fwd [gpu]", shape, ms, fmt("%.1f TFLOP/s", flops / ms / 1e9)});
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    for (void* ptr : {q, k, v, o, ws}) cudaFree(ptr);
+  }
+}
+#endif
+
 void bench_gdn(int reps, std::vector<Row>& rows) {
   const int64_t B = 1, T = 1024, H = 4, K = 64, V = 64;
   std::mt19937 rng(1);
@@ -182,16 +245,23 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (attnkit::cuda_available())
-    std::printf("GPU found. This build has no attnkit GPU kernels yet (they arrive with the kernel issues);\n"
-                "running the CPU reference backend.\n\n");
+  const bool gpu = attnkit::cuda_available();
+  if (gpu)
+    std::printf("GPU found: the attention forward runs on it (rows marked [gpu]); the other ops run on the CPU\n"
+                "reference backend until their kernels land. Peers: python3 bench/bench_attention.py.\n\n");
   else
     std::printf("No GPU found: running the CPU reference backend (attnkit %s).\n\n", attnkit::version());
   std::vector<Row> rows;
+#if defined(ATTNKIT_WITH_CUDA)
+  if (gpu) bench_attention_gpu(std::max(reps, 20), rows);
+#endif
   bench_attention(reps, rows);
   bench_gdn(reps, rows);
   std::printf("%-26s %-30s %-8s %12s  %s\n", "op", "shape", "backend", "median ms", "throughput");
-  for (const Row& r : rows) std::printf("%-26s %-30s %-8s %12.3f  %s\n", r.op.c_str(), r.shape.c_str(), "cpu", r.ms, r.throughput.c_str());
+  for (const Row& r : rows) {
+    const bool on_gpu = r.op.find("[gpu]") != std::string::npos;
+    std::printf("%-26s %-30s %-8s %12.3f  %s\n", r.op.c_str(), r.shape.c_str(), on_gpu ? "cuda" : "cpu", r.ms, r.throughput.c_str());
+  }
   if (json) {
     FILE* f = std::fopen(json, "w");
     if (!f) {
@@ -199,8 +269,9 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (const Row& r : rows)
-      std::fprintf(f, "{\"op\": \"%s\", \"shape\": \"%s\", \"backend\": \"cpu\", \"median_ms\": %.6f, \"throughput\": \"%s\"}\n",
-                   r.op.c_str(), r.shape.c_str(), r.ms, r.throughput.c_str());
+      std::fprintf(f, "{\"op\": \"%s\", \"shape\": \"%s\", \"backend\": \"%s\", \"median_ms\": %.6f, \"throughput\": \"%s\"}\n",
+                   r.op.c_str(), r.shape.c_str(), r.op.find("[gpu]") != std::string::npos ? "cuda" : "cpu", r.ms,
+                   r.throughput.c_str());
     std::fclose(f);
   }
   return 0;
