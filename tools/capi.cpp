@@ -67,4 +67,24 @@ int attnkit_c_attention_fwd(void* q, void* k, void* v, void* out, void* lse, int
   return st.ok() ? 0 : fail(st, err, errlen);
 }
 
+// Gated delta rule decode on contiguous tensors: q, k [N, T, H, D]; v [N, T, HV, D]; g fp32 and
+// beta (q's dtype) [N, T, HV]; state fp32 [N, HV, D, D] updated in place; out [N, T, HV, D].
+int attnkit_c_gdn_decode(void* q, void* k, void* v, void* g, void* beta, void* state, void* out, int64_t N, int64_t T,
+                         int64_t H, int64_t HV, int64_t D, int dtype, int l2norm, void* stream, char* err, int errlen) {
+  const DType dt = dtype == 0 ? DType::kBFloat16 : DType::kFloat16;
+  const Device dev = Device::cuda(0);
+  GdnDecodeParams p;
+  p.q = TensorView::contiguous(q, dt, dev, {N, T, H, D});
+  p.k = TensorView::contiguous(k, dt, dev, {N, T, H, D});
+  p.v = TensorView::contiguous(v, dt, dev, {N, T, HV, D});
+  p.g = TensorView::contiguous(g, DType::kFloat32, dev, {N, T, HV});
+  p.beta = TensorView::contiguous(beta, dt, dev, {N, T, HV});
+  p.state = TensorView::contiguous(state, DType::kFloat32, dev, {N, HV, D, D});
+  p.out = TensorView::contiguous(out, dt, dev, {N, T, HV, D});
+  p.use_qk_l2norm = l2norm != 0;
+  p.stream = stream;
+  const Status st = gdn_decode(p);
+  return st.ok() ? 0 : fail(st, err, errlen);
+}
+
 }  // extern "C"

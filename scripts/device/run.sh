@@ -41,9 +41,20 @@ if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_gpu_test \
     --gtest_filter='AttentionGpu.VarlenWithOneTokenAndEmptySequences'
 fi
+if has bench || has bench-gdn; then :; fi
+if has bench-gdn && ! has bench; then
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
+    .whl/einops-*.whl >>"$OUT/bench.log" 2>&1
+  step bench.log python3 bench/bench_gdn_decode.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT"
+  cat "$OUT/bench.log"
+fi
 if has bench; then
   step bench.log $BUILD_DIR/tools/attnkit-bench
   step bench.log python3 bench/bench_attention.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
+  # flash-linear-attention, from the wheels scripts/device/prepare.sh put in .whl/
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
+    .whl/einops-*.whl >>"$OUT/bench.log" 2>&1
+  step bench.log python3 bench/bench_gdn_decode.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT"
   cat "$OUT/bench.log"
 fi
 exit $status

@@ -4,6 +4,7 @@
 #include "attnkit/validate.hpp"
 #include "src/cpu/backend.hpp"
 #include "src/cuda/api.hpp"
+#include "src/cuda/gdn/api.hpp"
 #include "src/cuda/runtime.hpp"
 
 namespace attnkit {
@@ -53,7 +54,7 @@ Status flex_attention_backward(const FlexBwdParams& p) {
 }
 Status gdn_forward(const GdnFwdParams& p) { return dispatch(p, p.in.q, "gdn_forward", cpu::gdn_forward); }
 Status gdn_backward(const GdnBwdParams& p) { return dispatch(p, p.in.q, "gdn_backward", cpu::gdn_backward); }
-Status gdn_decode(const GdnDecodeParams& p) { return dispatch(p, p.q, "gdn_decode", cpu::gdn_decode); }
+Status gdn_decode(const GdnDecodeParams& p) { return dispatch(p, p.q, cpu::gdn_decode, cuda::gdn_decode); }
 
 bool cuda_available() { return cuda::device_count() > 0; }
 const char* version() { return "0.1.0"; }

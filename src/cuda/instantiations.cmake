@@ -12,6 +12,7 @@ set(ATTNKIT_CUDA_TU_BUDGET 40)
 set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/runtime.cu
   src/cuda/attention/fwd_dispatch.cu
+  src/cuda/gdn/decode.cu
 )
 
 attnkit_instantiate(src/cuda/common/wgmma_smoke.cu.in wgmma_smoke_bf16 ELEMENT=cute::bfloat16_t)

@@ -6,9 +6,16 @@ int device_count() { return 0; }
 }  // namespace attnkit::cuda
 
 #include "src/cuda/api.hpp"
+#include "src/cuda/gdn/api.hpp"
 
 namespace attnkit::cuda {
 Status attention_forward(const AttentionFwdParams&) {
   return Unsupported("attention_forward: this build has no CUDA kernels (configured without nvcc)");
+}
+}  // namespace attnkit::cuda
+
+namespace attnkit::cuda {
+Status gdn_decode(const GdnDecodeParams&) {
+  return Unsupported("gdn_decode: this build has no CUDA kernels (configured without nvcc)");
 }
 }  // namespace attnkit::cuda

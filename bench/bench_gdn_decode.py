@@ -1,0 +1,84 @@
+"""bench/bench_gdn_decode.py — attnkit's gated delta rule decode beside flash-linear-attention's
+fused_recurrent_gated_delta_rule in one process (one token per sequence, K = V = 128, fp32 state).
+
+    python3 bench/bench_gdn_decode.py [--lib build-device/tools/libattnkit_c.so] [--out DIR]
+
+FLA comes from wheels carried to the GPU machine (scripts/device/run.sh installs them in /tmp/site).
+Reported: state traffic (read + write of the fp32 state) per second, against the device-copy
+ceiling measured in the same run; the bar is 80% of that ceiling.
+"""
+import argparse, ctypes, datetime, json, os, sys
+
+sys.path.insert(0, os.environ.get("FLA_SRC", "/tmp/site"))
+import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default="build-device/tools/libattnkit_c.so")
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
+    args = ap.parse_args()
+    lib = ctypes.CDLL(args.lib)
+    fn = lib.attnkit_c_gdn_decode
+    P, I64, I = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    fn.argtypes = [P] * 7 + [I64] * 6 + [I, I, P, ctypes.c_char_p, I]
+    fn.restype = I
+    err = ctypes.create_string_buffer(512)
+    from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+
+    dev = "cuda"
+    meta = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, date=datetime.date.today().isoformat())
+    x = torch.empty(2 * 1024**3 // 2, device=dev, dtype=torch.bfloat16)
+    y = torch.empty_like(x)
+    copy_ms = do_bench(lambda: y.copy_(x), warmup=50, rep=300, return_mode="median")
+    copy_tbps = 2 * x.numel() * 2 / copy_ms / 1e9
+    del x, y
+    print(json.dumps(dict(meta, ceiling_copy_TBps=copy_tbps)))
+    rows = []
+    D = 128
+    print(f"{'case':24s} {'attnkit ms':>10s} {'FLA ms':>8s} {'attnkit TB/s':>12s} {'FLA TB/s':>9s} {'% copy':>7s} {'speedup':>8s}  rel err vs FLA")
+    for B, H in ((1, 32), (16, 32), (64, 32), (256, 32)):
+        torch.manual_seed(0)
+        q = F.normalize(torch.randn(B, 1, H, D, device=dev, dtype=torch.bfloat16), dim=-1)
+        k = F.normalize(torch.randn(B, 1, H, D, device=dev, dtype=torch.bfloat16), dim=-1)
+        v = torch.randn(B, 1, H, D, device=dev, dtype=torch.bfloat16)
+        g = F.logsigmoid(torch.randn(B, 1, H, device=dev, dtype=torch.float32))
+        beta = torch.rand(B, 1, H, device=dev, dtype=torch.bfloat16).sigmoid()
+        h0 = torch.randn(B, H, D, D, device=dev, dtype=torch.float32)
+        state = h0.clone()
+        out = torch.empty_like(v)
+        stream = torch.cuda.current_stream().cuda_stream
+        run = lambda: fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), state.data_ptr(),
+                         out.data_ptr(), B, 1, H, H, D, 0, 0, stream, err, 512)
+        if run() != 0:
+            raise RuntimeError(err.value.decode())
+        ms = do_bench(run, warmup=25, rep=200, return_mode="median")
+        fla_ms, rel = float("nan"), float("nan")
+        try:
+            fla = lambda: fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+            with torch.no_grad():
+                o_ref, _ = fla()
+                fla_ms = do_bench(fla, warmup=25, rep=200, return_mode="median")
+            state.copy_(h0)
+            run()
+            rel = ((out.float() - o_ref.float()).pow(2).mean().sqrt() / o_ref.float().pow(2).mean().sqrt()).item()
+        except Exception as e:  # FLA's kernel has failed at large batch on this device before
+            print("FLA failed:", str(e)[:200])
+        state_bytes = 2 * B * H * D * D * 4
+        tbps = state_bytes / ms / 1e9
+        row = dict(meta, op="gdn_decode", B=B, H=H, D=D, T=1, ms=ms, fla_ms=fla_ms, state_TBps=tbps,
+                   fla_state_TBps=state_bytes / fla_ms / 1e9, pct_of_copy=100 * tbps / copy_tbps, speedup_vs_fla=fla_ms / ms,
+                   rel_rms_vs_fla=rel, ceiling_copy_TBps=copy_tbps)
+        rows.append(row)
+        print(f"B{B} H{H} D{D} T1{'':12s} {ms:10.4f} {fla_ms:8.4f} {tbps:12.2f} {row['fla_state_TBps']:9.2f} "
+              f"{row['pct_of_copy']:6.1f}% {row['speedup_vs_fla']:7.2f}x  {rel:.2e}", flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench_gdn_decode.jsonl"), "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
