@@ -40,8 +40,8 @@ if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/wgmma_smoke_test
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_gpu_test \
     --gtest_filter='AttentionGpu.VarlenWithOneTokenAndEmptySequences'
+  step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/gdn_gpu_test
 fi
-if has bench || has bench-gdn; then :; fi
 if has bench-gdn && ! has bench; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
     .whl/einops-*.whl >>"$OUT/bench.log" 2>&1
