@@ -23,7 +23,7 @@ def main():
     lib = ctypes.CDLL(args.lib)
     fn = lib.attnkit_c_gdn_decode
     P, I64, I = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-    fn.argtypes = [P] * 7 + [I64] * 6 + [I, I, P, ctypes.c_char_p, I]
+    fn.argtypes = [P] * 7 + [I64] * 5 + [I, I, P, ctypes.c_char_p, I]  # ptrs, N T H HV D, dtype l2norm stream err len
     fn.restype = I
     err = ctypes.create_string_buffer(512)
     from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule

@@ -118,12 +118,14 @@ __global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeAr
       scalars[1] = beta;
     }
     __syncthreads();
-    if (a.l2norm && threadIdx.x < 64) {  // warp 0: q norm, warp 1: k norm
-      const float* x = threadIdx.x < 32 ? q_s : k_s;
-      float ss = 0.f;
-      for (int i = threadIdx.x % 32; i < D; i += 32) ss += x[i] * x[i];
-      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
-      if (threadIdx.x % 32 == 0) scalars[2 + threadIdx.x / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
+    if (a.l2norm) {  // uniform branch: every thread reaches the barrier
+      if (threadIdx.x < 64) {  // warp 0: q norm, warp 1: k norm
+        const float* x = threadIdx.x < 32 ? q_s : k_s;
+        float ss = 0.f;
+        for (int i = threadIdx.x % 32; i < D; i += 32) ss += x[i] * x[i];
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
+        if (threadIdx.x % 32 == 0) scalars[2 + threadIdx.x / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
+      }
       __syncthreads();
     }
     const float qn = a.l2norm ? scalars[2] : 1.f, kn = a.l2norm ? scalars[3] : 1.f;
