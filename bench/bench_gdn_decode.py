@@ -57,7 +57,8 @@ def main():
         ms = do_bench(run, warmup=25, rep=200, return_mode="median")
         fla_ms, rel = float("nan"), float("nan")
         try:
-            fla = lambda: fused_recurrent_gated_delta_rule(q, k, v, g, beta, initial_state=h0, output_final_state=True)
+            # keywords: in fla 0.6 the 5th positional parameter is the per-key gate gk, not beta
+            fla = lambda: fused_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, initial_state=h0, output_final_state=True)
             with torch.no_grad():
                 o_ref, _ = fla()
                 fla_ms = do_bench(fla, warmup=25, rep=200, return_mode="median")
