@@ -12,13 +12,15 @@ struct DecodeCase {
   GdnCase c;
   std::vector<int64_t> indices;  // empty: state[n]
   int64_t pool = 0;
+  int64_t row_pad = 0;  // > 0: state rows padded (non-contiguous K x V slices, the general kernel)
 };
 
 void check_decode(const DecodeCase& dc) {
   const GdnCase& c = dc.c;
   GdnData d = make_gdn(c, 21);
   const int64_t slots = dc.indices.empty() ? c.N() : dc.pool;
-  HostTensor pool(DType::kFloat32, {slots, c.HV, c.K, c.V});
+  HostTensor pool(DType::kFloat32, {slots, c.HV, c.K, c.V + dc.row_pad});
+  pool.view.sizes[3] = c.V;  // a [slots, HV, K, V] view with row stride V + row_pad
   std::mt19937 rng(22);
   pool.randn(rng, 0.5);
   HostTensor idx = dc.indices.empty() ? HostTensor() : index_tensor(DType::kInt32, dc.indices);
@@ -117,6 +119,20 @@ TEST_F(GdnDecodeGpu, StatePoolOptionsAndPerKeyGate) {
   gk.c.scalar_gate = false;
   gk.c.per_key_gate = true;
   check_decode(gk);
+}
+
+TEST_F(GdnDecodeGpu, NonContiguousStateSlices) {
+  for (int64_t D : {64, 128}) {
+    DecodeCase dc;
+    dc.c.dt = DType::kBFloat16;
+    dc.c.B = 3;
+    dc.c.T = 2;
+    dc.c.HV = 4;
+    dc.c.K = dc.c.V = D;
+    dc.c.l2norm = true;
+    dc.row_pad = 8;
+    check_decode(dc);
+  }
 }
 
 TEST_F(GdnDecodeGpu, VarlenTokens) {

@@ -10,7 +10,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#include <cutlass/arch/barrier.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -72,93 +74,179 @@ __device__ void store_out(const DecodeArgs& a, int64_t off, float x) {
   }
 }
 
+// Where (sequence n, value head hv) reads its tokens and state.
+struct DecodeItem {
+  int n, hv, h;
+  int64_t b, t0, len, slot, obase;
+  __device__ DecodeItem(const DecodeArgs& a, int item) : n(item / a.HV), hv(item % a.HV) {
+    h = static_cast<int>(qk_head_of(hv, a.HV, a.H));
+    b = n;  // dense: sequence n is batch row n
+    t0 = 0;
+    len = a.tokens;
+    if (a.cu_seqlens) {
+      b = 0;
+      t0 = a.cu_seqlens[n];
+      len = a.cu_seqlens[n + 1] - t0;
+    }
+    slot = a.state_indices == nullptr ? n
+           : a.indices_64             ? static_cast<const int64_t*>(a.state_indices)[n]
+                                      : static_cast<const int32_t*>(a.state_indices)[n];
+    obase = b * a.o_sb + hv * a.o_sh;
+  }
+};
+
 template <int D, int kSplit>
-__global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeArgs a) {
-  constexpr int R = D / kSplit;  // state rows per thread
-  const int n = blockIdx.x / a.HV, hv = blockIdx.x % a.HV;
+struct DecodeSmem {
+  float q[D], k[D], gk[D];
+  float part_p[kSplit][D], part_o[kSplit][D];
+  float scalars[4];  // decay, beta, q norm factor, k norm factor
+};
+
+// Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column v),
+// writing the outputs. Called by every thread of the CTA (it contains barriers).
+template <int D, int kSplit>
+__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, kSplit>& sm, float (&hreg)[D / kSplit]) {
+  constexpr int R = D / kSplit;
   const int v = threadIdx.x % D, kc = threadIdx.x / D;
-  const int h = static_cast<int>(qk_head_of(hv, a.HV, a.H));
-  int64_t b = n, t0 = 0, len = a.tokens;  // dense: sequence n is batch row n
-  if (a.cu_seqlens) {
-    b = 0;
-    t0 = a.cu_seqlens[n];
-    len = a.cu_seqlens[n + 1] - t0;
-  }
-  const int64_t slot = a.state_indices == nullptr ? n
-                       : a.indices_64        ? static_cast<const int64_t*>(a.state_indices)[n]
-                                             : static_cast<const int32_t*>(a.state_indices)[n];
-  const int64_t obase = b * a.o_sb + hv * a.o_sh;
-  if (slot < 0) {  // padding slot: output 0, no state touched
-    for (int64_t t = t0; t < t0 + len; ++t)
-      if (kc == 0) store_out(a, obase + t * a.o_st + v, 0.f);
-    return;
-  }
-  __shared__ float q_s[D], k_s[D], gk_s[D];
-  __shared__ float part_p[kSplit][D], part_o[kSplit][D];
-  __shared__ float scalars[4];  // decay, beta, q norm factor, k norm factor
-
-  float* state = a.state + slot * a.s_slot + hv * a.s_head + v;
-  float hreg[R];  // rows kc*R + i of column v
-#pragma unroll
-  for (int i = 0; i < R; ++i) hreg[i] = state[(kc * R + i) * a.s_row];
-
   const bool has_gk = a.gk.data.ptr != nullptr;
-  for (int64_t t = t0; t < t0 + len; ++t) {
+  for (int64_t t = it.t0; t < it.t0 + it.len; ++t) {
     if (threadIdx.x < D) {
-      q_s[threadIdx.x] = a.q.at(b, t, h, threadIdx.x);
-      k_s[threadIdx.x] = a.k.at(b, t, h, threadIdx.x);
-      if (has_gk) gk_s[threadIdx.x] = __expf(a.gk.at(b, t, hv, threadIdx.x));
+      sm.q[threadIdx.x] = a.q.at(it.b, t, it.h, threadIdx.x);
+      sm.k[threadIdx.x] = a.k.at(it.b, t, it.h, threadIdx.x);
+      if (has_gk) sm.gk[threadIdx.x] = __expf(a.gk.at(it.b, t, it.hv, threadIdx.x));
     }
     if (threadIdx.x == 0) {
-      float g = a.g.data.ptr ? a.g.at(b, t, hv) : 0.f;
-      if (a.A_log) g = -__expf(a.A_log[hv * a.a_stride]) * softplus(g + a.dt_bias[hv * a.dt_stride]);
-      float beta = a.beta.at(b, t, hv);
+      float g = a.g.data.ptr ? a.g.at(it.b, t, it.hv) : 0.f;
+      if (a.A_log) g = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g + a.dt_bias[it.hv * a.dt_stride]);
+      float beta = a.beta.at(it.b, t, it.hv);
       if (a.beta_logit) beta = sigmoid(beta);
-      scalars[0] = __expf(g);
-      scalars[1] = beta;
+      sm.scalars[0] = __expf(g);
+      sm.scalars[1] = beta;
     }
     __syncthreads();
     if (a.l2norm) {  // uniform branch: every thread reaches the barrier
       if (threadIdx.x < 64) {  // warp 0: q norm, warp 1: k norm
-        const float* x = threadIdx.x < 32 ? q_s : k_s;
+        const float* x = threadIdx.x < 32 ? sm.q : sm.k;
         float ss = 0.f;
         for (int i = threadIdx.x % 32; i < D; i += 32) ss += x[i] * x[i];
         for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
-        if (threadIdx.x % 32 == 0) scalars[2 + threadIdx.x / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
+        if (threadIdx.x % 32 == 0) sm.scalars[2 + threadIdx.x / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
       }
       __syncthreads();
     }
-    const float qn = a.l2norm ? scalars[2] : 1.f, kn = a.l2norm ? scalars[3] : 1.f;
-    const float decay = scalars[0], beta = scalars[1];
+    const float qn = a.l2norm ? sm.scalars[2] : 1.f, kn = a.l2norm ? sm.scalars[3] : 1.f;
+    const float decay = sm.scalars[0], beta = sm.scalars[1];
     float p = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      hreg[i] *= has_gk ? gk_s[kc * R + i] : decay;  // h <- diag(exp(g)) h
-      p += hreg[i] * k_s[kc * R + i];
+      hreg[i] *= has_gk ? sm.gk[kc * R + i] : decay;  // h <- diag(exp(g)) h
+      p += hreg[i] * sm.k[kc * R + i];
     }
-    part_p[kc][v] = p * kn;
+    sm.part_p[kc][v] = p * kn;
     __syncthreads();
     p = 0.f;
 #pragma unroll
-    for (int c = 0; c < kSplit; ++c) p += part_p[c][v];
-    const float u = beta * (a.v.at(b, t, hv, v) - p);  // u = beta (v - h^T k)
+    for (int c = 0; c < kSplit; ++c) p += sm.part_p[c][v];
+    const float u = beta * (a.v.at(it.b, t, it.hv, v) - p);  // u = beta (v - h^T k)
     float o = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      hreg[i] += k_s[kc * R + i] * kn * u;  // h <- h + k u^T
-      o += hreg[i] * q_s[kc * R + i];
+      hreg[i] += sm.k[kc * R + i] * kn * u;  // h <- h + k u^T
+      o += hreg[i] * sm.q[kc * R + i];
     }
-    part_o[kc][v] = o * qn;
+    sm.part_o[kc][v] = o * qn;
     __syncthreads();
     if (kc == 0) {
       float acc = 0.f;
 #pragma unroll
-      for (int c = 0; c < kSplit; ++c) acc += part_o[c][v];
-      store_out(a, obase + t * a.o_st + v, a.scale * acc);
+      for (int c = 0; c < kSplit; ++c) acc += sm.part_o[c][v];
+      store_out(a, it.obase + t * a.o_st + v, a.scale * acc);
     }
   }
+}
+
+__device__ void write_zero_outputs(const DecodeArgs& a, const DecodeItem& it, int D) {
+  if (threadIdx.x < D)
+    for (int64_t t = it.t0; t < it.t0 + it.len; ++t) store_out(a, it.obase + t * a.o_st + threadIdx.x, 0.f);
+}
+
+// General strides: one CTA per item, the state read straight into registers.
+template <int D, int kSplit>
+__global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeArgs a) {
+  constexpr int R = D / kSplit;
+  __shared__ DecodeSmem<D, kSplit> sm;
+  const DecodeItem it(a, blockIdx.x);
+  if (it.slot < 0) return write_zero_outputs(a, it, D);  // padding slot: output 0, no state touched
+  const int v = threadIdx.x % D, kc = threadIdx.x / D;
+  float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v;
+  float hreg[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) hreg[i] = state[(kc * R + i) * a.s_row];
+  decode_tokens<D, kSplit>(a, it, sm, hreg);
 #pragma unroll
   for (int i = 0; i < R; ++i) state[(kc * R + i) * a.s_row] = hreg[i];
+}
+
+// Contiguous K x V state slices: persistent CTAs stream the items. The next items' states are
+// brought into two shared-memory buffers by bulk async copies (one per item, completing on an
+// mbarrier) while the current item computes and stores, so the memory system never waits for a
+// CTA to finish one item before loading the next.
+template <int D, int kSplit>
+__global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
+  constexpr int R = D / kSplit;
+  constexpr uint32_t kStateBytes = D * D * sizeof(float);
+  extern __shared__ __align__(128) float stage[];  // [2][D * D] state buffers
+  __shared__ DecodeSmem<D, kSplit> sm;
+  __shared__ uint64_t full_raw[2];  // mbarriers: state buffer b has landed
+  auto* full = reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(full_raw);
+  const int v = threadIdx.x % D, kc = threadIdx.x / D;
+  auto prefetch = [&](int item, int buf) {  // thread 0 only
+    const DecodeItem it(a, item);
+    if (it.slot < 0) {
+      full[buf].arrive();  // nothing to load; keeps the phases in step
+      return;
+    }
+    full[buf].arrive_and_expect_tx(kStateBytes);
+    const float* src = a.state + it.slot * a.s_slot + it.hv * a.s_head;
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(stage + buf * D * D))), "l"(src), "r"(kStateBytes),
+                 "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&full[buf])))
+                 : "memory");
+  };
+  if (threadIdx.x == 0) {
+    full[0].init(1);
+    full[1].init(1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (blockIdx.x < num_items) prefetch(blockIdx.x, 0);
+    if (blockIdx.x + gridDim.x < num_items) prefetch(blockIdx.x + gridDim.x, 1);
+  }
+  int j = 0;
+  for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++j) {
+    const int buf = j % 2;
+    const DecodeItem it(a, item);
+    full[buf].wait((j / 2) & 1);
+    float hreg[R];
+    if (it.slot >= 0) {
+#pragma unroll
+      for (int i = 0; i < R; ++i) hreg[i] = stage[buf * D * D + (kc * R + i) * D + v];
+    }
+    __syncthreads();  // every thread has its slice: the buffer may be refilled
+    if (threadIdx.x == 0 && item + 2 * gridDim.x < num_items) {
+      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads before async writes
+      prefetch(item + 2 * gridDim.x, buf);
+    }
+    if (it.slot < 0) {
+      write_zero_outputs(a, it, D);
+      continue;
+    }
+    decode_tokens<D, kSplit>(a, it, sm, hreg);
+    float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v;
+#pragma unroll
+    for (int i = 0; i < R; ++i) state[(kc * R + i) * D] = hreg[i];
+  }
 }
 
 TokenTensor token_tensor(const TensorView& t, bool varlen) {
@@ -223,8 +311,27 @@ Status gdn_decode(const GdnDecodeParams& p) {
   if (ctas == 0) return Status::Ok();
   if (ctas > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, head) pairs");
   auto stream = static_cast<cudaStream_t>(p.stream);
-  if (K == 128) gdn_decode_kernel<128, 4><<<static_cast<unsigned>(ctas), 512, 0, stream>>>(a);
-  else gdn_decode_kernel<64, 4><<<static_cast<unsigned>(ctas), 256, 0, stream>>>(a);
+  const bool contiguous_slices = a.s_row == V && reinterpret_cast<uintptr_t>(a.state) % 16 == 0 && a.s_slot % 4 == 0 &&
+                                 a.s_head % 4 == 0;
+  if (contiguous_slices) {
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const int per_sm = K == 128 ? 1 : 2;  // 2 x 64 KB or 2 x 16 KB of state buffers per CTA
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>(ctas, int64_t(sms) * per_sm));
+    const int smem = static_cast<int>(2 * K * V * sizeof(float));
+    if (K == 128) {
+      cudaFuncSetAttribute(gdn_decode_stream_kernel<128, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      gdn_decode_stream_kernel<128, 4><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
+    } else {
+      cudaFuncSetAttribute(gdn_decode_stream_kernel<64, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      gdn_decode_stream_kernel<64, 4><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
+    }
+  } else if (K == 128) {
+    gdn_decode_kernel<128, 4><<<static_cast<unsigned>(ctas), 512, 0, stream>>>(a);
+  } else {
+    gdn_decode_kernel<64, 4><<<static_cast<unsigned>(ctas), 256, 0, stream>>>(a);
+  }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(err)};
   return Status::Ok();
