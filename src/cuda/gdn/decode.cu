@@ -1,11 +1,12 @@
 // src/cuda/gdn/decode.cu — gated delta rule recurrent decode on the GPU (fused_recurrent semantics,
 // spec/gdn.md "Decode"): a few tokens per sequence, the fp32 state read once and written once.
 //
-// A CTA works on one (sequence, value head) "item" at a time. Its K x V state ("K-first", V
-// contiguous) is split over the threads in blocks of R rows x 4 adjacent columns kept in registers
-// for all the item's tokens (DecodeMap). Per token the two reductions over K (h^T k and h^T q) are
-// a register sum plus a sum over row chunks through shared memory. Memory-bound: the floor is
-// 2 * K * V * 4 bytes per item for the state, plus the token inputs.
+// One CTA per (sequence, value head). The K x V state ("K-first", V contiguous) is split over
+// kSplit x D threads: thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v in registers (R = D /
+// kSplit), so loads and stores of the state are coalesced along v and it never leaves registers
+// between tokens. Per token the two reductions over K (h^T k and h^T q) are a register sum plus a
+// kSplit-way sum through shared memory. Memory-bound: the floor is 2 * K * V * 4 bytes per
+// (sequence, head) for the state, plus the token inputs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -94,59 +95,34 @@ struct DecodeItem {
   }
 };
 
-// Thread layout: thread t owns 4 adjacent columns (quad t % kQuads) of R rows (chunk t / kQuads)
-// of the K x V state, so the state moves as 16-byte vectors and each warp covers whole rows.
-template <int D, int kThreads>
-struct DecodeMap {
-  static constexpr int kQuads = D / 4;
-  static constexpr int kChunks = kThreads / kQuads;
-  static constexpr int R = D / kChunks;  // rows per thread
-  int col0, row0, chunk;
-  __device__ DecodeMap() : col0(4 * (threadIdx.x % kQuads)), row0((threadIdx.x / kQuads) * R), chunk(threadIdx.x / kQuads) {}
-};
-
-template <int D, int kThreads>
+template <int D, int kSplit>
 struct DecodeSmem {
-  static constexpr int kChunks = DecodeMap<D, kThreads>::kChunks;
   float q[D], k[D], gk[D];
-  alignas(16) float part_p[kChunks][D];
-  alignas(16) float part_o[kChunks][D];
+  float part_p[kSplit][D], part_o[kSplit][D];
   float scalars[4];  // decay, beta, q norm factor, k norm factor
 };
 
-// Token t's q, k (and per-key decays) into shared memory, its gate and beta into scalars. Issued
-// early (before the state arrives for the first token) so its load latency overlaps other work.
-template <int D, int kThreads>
-__device__ void stage_inputs(const DecodeArgs& a, const DecodeItem& it, int64_t t, DecodeSmem<D, kThreads>& sm) {
-  if (threadIdx.x < D) {
-    sm.q[threadIdx.x] = a.q.at(it.b, t, it.h, threadIdx.x);
-    sm.k[threadIdx.x] = a.k.at(it.b, t, it.h, threadIdx.x);
-    if (a.gk.data.ptr) sm.gk[threadIdx.x] = __expf(a.gk.at(it.b, t, it.hv, threadIdx.x));
-  }
-  if (threadIdx.x == 0) {
-    float g = a.g.data.ptr ? a.g.at(it.b, t, it.hv) : 0.f;
-    if (a.A_log) g = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g + a.dt_bias[it.hv * a.dt_stride]);
-    float beta = a.beta.at(it.b, t, it.hv);
-    if (a.beta_logit) beta = sigmoid(beta);
-    sm.scalars[0] = __expf(g);
-    sm.scalars[1] = beta;
-  }
-}
-
-// Runs the item's tokens on this thread's state block hreg[R][4], writing the outputs. The first
-// token's inputs must already be staged. Called by every thread of the CTA (it has barriers).
-template <int D, int kThreads>
-__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, kThreads>& sm,
-                              float (&hreg)[DecodeMap<D, kThreads>::R][4]) {
-  using Map = DecodeMap<D, kThreads>;
-  constexpr int R = Map::R;
-  const Map m;
+// Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column v),
+// writing the outputs. Called by every thread of the CTA (it contains barriers).
+template <int D, int kSplit>
+__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, kSplit>& sm, float (&hreg)[D / kSplit]) {
+  constexpr int R = D / kSplit;
+  const int v = threadIdx.x % D, kc = threadIdx.x / D;
   const bool has_gk = a.gk.data.ptr != nullptr;
   for (int64_t t = it.t0; t < it.t0 + it.len; ++t) {
-    if (t > it.t0) stage_inputs<D, kThreads>(a, it, t, sm);
-    float vv[4];  // this thread's columns of v_t, loaded early
-#pragma unroll
-    for (int c = 0; c < 4; ++c) vv[c] = a.v.at(it.b, t, it.hv, m.col0 + c);
+    if (threadIdx.x < D) {
+      sm.q[threadIdx.x] = a.q.at(it.b, t, it.h, threadIdx.x);
+      sm.k[threadIdx.x] = a.k.at(it.b, t, it.h, threadIdx.x);
+      if (has_gk) sm.gk[threadIdx.x] = __expf(a.gk.at(it.b, t, it.hv, threadIdx.x));
+    }
+    if (threadIdx.x == 0) {
+      float g = a.g.data.ptr ? a.g.at(it.b, t, it.hv) : 0.f;
+      if (a.A_log) g = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g + a.dt_bias[it.hv * a.dt_stride]);
+      float beta = a.beta.at(it.b, t, it.hv);
+      if (a.beta_logit) beta = sigmoid(beta);
+      sm.scalars[0] = __expf(g);
+      sm.scalars[1] = beta;
+    }
     __syncthreads();
     if (a.l2norm) {  // uniform branch: every thread reaches the barrier
       if (threadIdx.x < 64) {  // warp 0: q norm, warp 1: k norm
@@ -160,47 +136,31 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
     }
     const float qn = a.l2norm ? sm.scalars[2] : 1.f, kn = a.l2norm ? sm.scalars[3] : 1.f;
     const float decay = sm.scalars[0], beta = sm.scalars[1];
-    float p[4] = {0.f, 0.f, 0.f, 0.f};
+    float p = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      const float d = has_gk ? sm.gk[m.row0 + i] : decay, kr = sm.k[m.row0 + i];
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        hreg[i][c] *= d;  // h <- diag(exp(g)) h
-        p[c] += hreg[i][c] * kr;
-      }
+      hreg[i] *= has_gk ? sm.gk[kc * R + i] : decay;  // h <- diag(exp(g)) h
+      p += hreg[i] * sm.k[kc * R + i];
     }
-    *reinterpret_cast<float4*>(&sm.part_p[m.chunk][m.col0]) = make_float4(p[0] * kn, p[1] * kn, p[2] * kn, p[3] * kn);
+    sm.part_p[kc][v] = p * kn;
     __syncthreads();
-    float u[4] = {0.f, 0.f, 0.f, 0.f};
+    p = 0.f;
 #pragma unroll
-    for (int ch = 0; ch < Map::kChunks; ++ch) {
-      const float4 x = *reinterpret_cast<const float4*>(&sm.part_p[ch][m.col0]);
-      u[0] += x.x, u[1] += x.y, u[2] += x.z, u[3] += x.w;
-    }
-#pragma unroll
-    for (int c = 0; c < 4; ++c) u[c] = beta * (vv[c] - u[c]);  // u = beta (v - h^T k)
-    float o[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int c = 0; c < kSplit; ++c) p += sm.part_p[c][v];
+    const float u = beta * (a.v.at(it.b, t, it.hv, v) - p);  // u = beta (v - h^T k)
+    float o = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      const float kr = sm.k[m.row0 + i] * kn, qr = sm.q[m.row0 + i];
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        hreg[i][c] += kr * u[c];  // h <- h + k u^T
-        o[c] += hreg[i][c] * qr;
-      }
+      hreg[i] += sm.k[kc * R + i] * kn * u;  // h <- h + k u^T
+      o += hreg[i] * sm.q[kc * R + i];
     }
-    *reinterpret_cast<float4*>(&sm.part_o[m.chunk][m.col0]) = make_float4(o[0] * qn, o[1] * qn, o[2] * qn, o[3] * qn);
+    sm.part_o[kc][v] = o * qn;
     __syncthreads();
-    if (m.chunk == 0) {
-      float acc[4] = {0.f, 0.f, 0.f, 0.f};
+    if (kc == 0) {
+      float acc = 0.f;
 #pragma unroll
-      for (int ch = 0; ch < Map::kChunks; ++ch) {
-        const float4 x = *reinterpret_cast<const float4*>(&sm.part_o[ch][m.col0]);
-        acc[0] += x.x, acc[1] += x.y, acc[2] += x.z, acc[3] += x.w;
-      }
-#pragma unroll
-      for (int c = 0; c < 4; ++c) store_out(a, it.obase + t * a.o_st + m.col0 + c, a.scale * acc[c]);
+      for (int c = 0; c < kSplit; ++c) acc += sm.part_o[c][v];
+      store_out(a, it.obase + t * a.o_st + v, a.scale * acc);
     }
   }
 }
@@ -211,40 +171,35 @@ __device__ void write_zero_outputs(const DecodeArgs& a, const DecodeItem& it, in
 }
 
 // General strides: one CTA per item, the state read straight into registers.
-template <int D, int kThreads>
-__global__ void __launch_bounds__(kThreads, 1) gdn_decode_kernel(const DecodeArgs a) {
-  using Map = DecodeMap<D, kThreads>;
-  __shared__ DecodeSmem<D, kThreads> sm;
+template <int D, int kSplit>
+__global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeArgs a) {
+  constexpr int R = D / kSplit;
+  __shared__ DecodeSmem<D, kSplit> sm;
   const DecodeItem it(a, blockIdx.x);
   if (it.slot < 0) return write_zero_outputs(a, it, D);  // padding slot: output 0, no state touched
-  if (it.len > 0) stage_inputs<D, kThreads>(a, it, it.t0, sm);
-  const Map m;
-  float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + m.col0;
-  float hreg[Map::R][4];
+  const int v = threadIdx.x % D, kc = threadIdx.x / D;
+  float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v;
+  float hreg[R];
 #pragma unroll
-  for (int i = 0; i < Map::R; ++i)
+  for (int i = 0; i < R; ++i) hreg[i] = state[(kc * R + i) * a.s_row];
+  decode_tokens<D, kSplit>(a, it, sm, hreg);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) hreg[i][c] = state[(m.row0 + i) * a.s_row + c];
-  decode_tokens<D, kThreads>(a, it, sm, hreg);
-#pragma unroll
-  for (int i = 0; i < Map::R; ++i)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) state[(m.row0 + i) * a.s_row + c] = hreg[i][c];
+  for (int i = 0; i < R; ++i) state[(kc * R + i) * a.s_row] = hreg[i];
 }
 
 // Contiguous K x V state slices: persistent CTAs stream the items. The next items' states are
 // brought into two shared-memory buffers by bulk async copies (one per item, completing on an
 // mbarrier) while the current item computes and stores, so the memory system never waits for a
 // CTA to finish one item before loading the next.
-template <int D, int kThreads>
-__global__ void __launch_bounds__(kThreads, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
-  using Map = DecodeMap<D, kThreads>;
+template <int D, int kSplit>
+__global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
+  constexpr int R = D / kSplit;
   constexpr uint32_t kStateBytes = D * D * sizeof(float);
   extern __shared__ __align__(128) float stage[];  // [2][D * D] state buffers
-  __shared__ DecodeSmem<D, kThreads> sm;
+  __shared__ DecodeSmem<D, kSplit> sm;
   __shared__ uint64_t full_raw[2];  // mbarriers: state buffer b has landed
   auto* full = reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(full_raw);
-  const Map m;
+  const int v = threadIdx.x % D, kc = threadIdx.x / D;
   auto prefetch = [&](int item, int buf) {  // thread 0 only
     const DecodeItem it(a, item);
     if (it.slot < 0) {
@@ -272,17 +227,13 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_decode_stream_kernel(const De
   for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++j) {
     const int buf = j % 2;
     const DecodeItem it(a, item);
-    if (it.slot >= 0 && it.len > 0) stage_inputs<D, kThreads>(a, it, it.t0, sm);  // overlaps the state wait
     full[buf].wait((j / 2) & 1);
-    float hreg[Map::R][4];
+    float hreg[R];
     if (it.slot >= 0) {
 #pragma unroll
-      for (int i = 0; i < Map::R; ++i) {
-        const float4 x = *reinterpret_cast<const float4*>(&stage[buf * D * D + (m.row0 + i) * D + m.col0]);
-        hreg[i][0] = x.x, hreg[i][1] = x.y, hreg[i][2] = x.z, hreg[i][3] = x.w;
-      }
+      for (int i = 0; i < R; ++i) hreg[i] = stage[buf * D * D + (kc * R + i) * D + v];
     }
-    __syncthreads();  // every thread has its block: the buffer may be refilled
+    __syncthreads();  // every thread has its slice: the buffer may be refilled
     if (threadIdx.x == 0 && item + 2 * gridDim.x < num_items) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads before async writes
       prefetch(item + 2 * gridDim.x, buf);
@@ -291,11 +242,10 @@ __global__ void __launch_bounds__(kThreads, 1) gdn_decode_stream_kernel(const De
       write_zero_outputs(a, it, D);
       continue;
     }
-    decode_tokens<D, kThreads>(a, it, sm, hreg);
-    float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + m.col0;
+    decode_tokens<D, kSplit>(a, it, sm, hreg);
+    float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v;
 #pragma unroll
-    for (int i = 0; i < Map::R; ++i)
-      *reinterpret_cast<float4*>(&state[(m.row0 + i) * D]) = make_float4(hreg[i][0], hreg[i][1], hreg[i][2], hreg[i][3]);
+    for (int i = 0; i < R; ++i) state[(kc * R + i) * D] = hreg[i];
   }
 }
 
@@ -371,16 +321,16 @@ Status gdn_decode(const GdnDecodeParams& p) {
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(ctas, int64_t(sms) * per_sm));
     const int smem = static_cast<int>(2 * K * V * sizeof(float));
     if (K == 128) {
-      cudaFuncSetAttribute(gdn_decode_stream_kernel<128, 512>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-      gdn_decode_stream_kernel<128, 512><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
+      cudaFuncSetAttribute(gdn_decode_stream_kernel<128, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      gdn_decode_stream_kernel<128, 4><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
     } else {
-      cudaFuncSetAttribute(gdn_decode_stream_kernel<64, 256>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-      gdn_decode_stream_kernel<64, 256><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
+      cudaFuncSetAttribute(gdn_decode_stream_kernel<64, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      gdn_decode_stream_kernel<64, 4><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
     }
   } else if (K == 128) {
-    gdn_decode_kernel<128, 512><<<static_cast<unsigned>(ctas), 512, 0, stream>>>(a);
+    gdn_decode_kernel<128, 4><<<static_cast<unsigned>(ctas), 512, 0, stream>>>(a);
   } else {
-    gdn_decode_kernel<64, 256><<<static_cast<unsigned>(ctas), 256, 0, stream>>>(a);
+    gdn_decode_kernel<64, 4><<<static_cast<unsigned>(ctas), 256, 0, stream>>>(a);
   }
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(err)};
