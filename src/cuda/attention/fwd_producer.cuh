@@ -9,15 +9,6 @@
 namespace attnkit::cuda::attn {
 
 template <class Traits>
-struct FwdParams {
-  typename Traits::TmaQ tma_q;
-  typename Traits::TmaK tma_k;
-  typename Traits::TmaV tma_v;
-  typename Traits::ShapeQKV shape_q, shape_k, shape_vt;
-  AttnFwdArgs args;
-};
-
-template <class Traits>
 CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
                            typename Traits::Pipeline& pipe_v, typename Traits::PipelineState& state, const TileInfo<Traits>& tile,
                            int q_buf) {

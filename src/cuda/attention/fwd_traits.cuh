@@ -11,6 +11,8 @@
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/pipeline/sm90_pipeline.hpp>
 
+#include "src/cuda/attention/fwd_args.hpp"
+
 namespace attnkit::cuda::attn {
 
 using namespace cute;
@@ -82,6 +84,16 @@ struct FwdTraits {
   static CUTE_DEVICE auto smem_q(SharedStorage& s, int buf) {
     return make_tensor(make_smem_ptr(s.q.data() + buf * cute::cosize_v<SmemLayoutQ>), SmemLayoutQ{});
   }
+};
+
+// The kernel's parameter block: TMA descriptors over the caller's tensors plus the plain args.
+template <class Traits>
+struct FwdParams {
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaK tma_k;
+  typename Traits::TmaV tma_v;
+  typename Traits::ShapeQKV shape_q, shape_k, shape_vt;
+  AttnFwdArgs args;
 };
 
 }  // namespace attnkit::cuda::attn
