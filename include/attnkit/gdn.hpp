@@ -69,10 +69,36 @@ struct GdnDecodeParams {
   Stream stream = nullptr;
 };
 
+// The reverse state-gradient pass of the chunked backward on its own ("bwd_dhu", as in FLA and
+// cuLA), chunk size 64. With dH starting at dht (or 0), for each chunk from the last:
+//   dh[chunk] = dH                                   (gradient of the chunk's END state)
+//   dv2 = dv + (K * exp(G_last - G)) dH
+//   dH  = diag(exp(G_last)) dH + scale (Q * exp(G))^T do - w^T dv2
+// and dh0 = dH after the first chunk. G is the in-chunk CUMULATIVE log-decay, given per token (g)
+// or per token and key (gk), as FLA's chunk_local_cumsum produces it; no gate means G = 0.
+struct GdnBwdDhuParams {
+  TensorView q, k;   // [B, T, H, K]
+  TensorView w;      // [B, T, HV, K]
+  TensorView dout;   // [B, T, HV, V]  ("do")
+  TensorView dv;     // [B, T, HV, V]  gradient of v_new from inside the chunks
+  TensorView g;      // optional [B, T, HV]
+  TensorView gk;     // optional [B, T, HV, K] (exclusive with g)
+  TensorView dht;    // optional [N, HV, K, V] (or [N, HV, V, K])
+  TensorView cu_seqlens;  // optional int64 [N+1], B == 1
+  std::optional<double> scale;  // default K^-0.5
+  StateLayout state_layout = StateLayout::kKV;
+  // Outputs. dh: [B, NT, HV, K, V] (or [.., V, K]); NT = ceil(T / 64), or for varlen (B = 1) the
+  // total number of chunks, sequence by sequence. dh0 (optional): fp32 [N, HV, K, V]. dv2: as dv.
+  TensorView dh, dh0, dv2;
+  Workspace workspace;
+  Stream stream = nullptr;
+};
+
 size_t gdn_forward_workspace_size(const GdnFwdParams& p);
 size_t gdn_backward_workspace_size(const GdnBwdParams& p);
 Status gdn_forward(const GdnFwdParams& p);
 Status gdn_backward(const GdnBwdParams& p);
 Status gdn_decode(const GdnDecodeParams& p);
+Status gdn_bwd_dhu(const GdnBwdDhuParams& p);
 
 }  // namespace attnkit

@@ -15,5 +15,6 @@ Status validate(const FlexBwdParams& p);
 Status validate(const GdnFwdParams& p);
 Status validate(const GdnBwdParams& p);
 Status validate(const GdnDecodeParams& p);
+Status validate(const GdnBwdDhuParams& p);
 
 }  // namespace attnkit

@@ -55,6 +55,7 @@ Status flex_attention_backward(const FlexBwdParams& p) {
 Status gdn_forward(const GdnFwdParams& p) { return dispatch(p, p.in.q, "gdn_forward", cpu::gdn_forward); }
 Status gdn_backward(const GdnBwdParams& p) { return dispatch(p, p.in.q, "gdn_backward", cpu::gdn_backward); }
 Status gdn_decode(const GdnDecodeParams& p) { return dispatch(p, p.q, cpu::gdn_decode, cuda::gdn_decode); }
+Status gdn_bwd_dhu(const GdnBwdDhuParams& p) { return dispatch(p, p.q, "gdn_bwd_dhu", cpu::gdn_bwd_dhu); }
 
 bool cuda_available() { return cuda::device_count() > 0; }
 const char* version() { return "0.1.0"; }

@@ -173,3 +173,79 @@ Status validate(const GdnDecodeParams& p) {
 }
 
 }  // namespace attnkit
+
+namespace attnkit {
+namespace {
+
+// Chunks of 64 over the sequences: ceil(T / 64) for dense input, the sum over sequences for varlen
+// (-1 when the offsets are on the device and cannot be read).
+int64_t num_chunks(const TensorView& cu, int64_t T) {
+  constexpr int64_t kChunk = 64;
+  if (!cu.defined()) return (T + kChunk - 1) / kChunk;
+  if (!checks::host_readable(cu)) return -1;
+  int64_t n = 0;
+  for (int64_t i = 0; i + 1 < cu.size(0); ++i)
+    n += (cpu::load_index(cu, i + 1) - cpu::load_index(cu, i) + kChunk - 1) / kChunk;
+  return n;
+}
+
+}  // namespace
+
+Status validate(const GdnBwdDhuParams& p) {
+  using namespace checks;
+  ATTNKIT_RETURN_IF_ERROR(defined(p.q, "q"));
+  const Device dev = p.q.device;
+  ATTNKIT_RETURN_IF_ERROR(float_tensor(p.q, "q", 4, "[B, T, H, K]", dev));
+  ATTNKIT_RETURN_IF_ERROR(float_tensor(p.k, "k", 4, "[B, T, H, K]", dev));
+  ATTNKIT_RETURN_IF_ERROR(same_dtype(p.k, "k", p.q, "q"));
+  const int64_t B = p.q.size(0), T = p.q.size(1), H = p.q.size(2), K = p.q.size(3);
+  ATTNKIT_RETURN_IF_ERROR(shape_is(p.k, "k", {B, T, H, K}, "[B, T, H, K] (as q)"));
+  ATTNKIT_RETURN_IF_ERROR(float_tensor(p.dout, "dout", 4, "[B, T, HV, V]", dev));
+  const int64_t HV = p.dout.size(2), V = p.dout.size(3);
+  ATTNKIT_RETURN_IF_ERROR(size_is(p.dout, "dout", 0, B, "B (q.size(0))"));
+  ATTNKIT_RETURN_IF_ERROR(size_is(p.dout, "dout", 1, T, "T (q.size(1))"));
+  ATTNKIT_RETURN_IF_ERROR(in_range(K, "q (head dim K)", 1, 256));
+  ATTNKIT_RETURN_IF_ERROR(in_range(V, "dout (head dim V)", 1, 256));
+  ATTNKIT_RETURN_IF_ERROR(at_least(H, "q (head count H)", 1));
+  ATTNKIT_RETURN_IF_ERROR(divisible(HV, "dout (value head count HV)", H, "H, the q/k head count"));
+  ATTNKIT_RETURN_IF_ERROR(float_tensor(p.w, "w", 4, "[B, T, HV, K]", dev));
+  ATTNKIT_RETURN_IF_ERROR(shape_is(p.w, "w", {B, T, HV, K}, "[B, T, HV, K]"));
+  ATTNKIT_RETURN_IF_ERROR(float_tensor(p.dv, "dv", 4, "[B, T, HV, V]", dev));
+  ATTNKIT_RETURN_IF_ERROR(shape_is(p.dv, "dv", {B, T, HV, V}, "[B, T, HV, V] (as dout)"));
+  if (p.g.defined() && p.gk.defined()) return InvalidArgument("gk: give either the scalar gate g or the per-key gate gk, not both");
+  if (p.g.defined()) {
+    ATTNKIT_RETURN_IF_ERROR(float_tensor(p.g, "g", 3, "[B, T, HV]", dev));
+    ATTNKIT_RETURN_IF_ERROR(shape_is(p.g, "g", {B, T, HV}, "[B, T, HV]"));
+  }
+  if (p.gk.defined()) {
+    ATTNKIT_RETURN_IF_ERROR(float_tensor(p.gk, "gk", 4, "[B, T, HV, K]", dev));
+    ATTNKIT_RETURN_IF_ERROR(shape_is(p.gk, "gk", {B, T, HV, K}, "[B, T, HV, K]"));
+  }
+  if (p.scale) ATTNKIT_RETURN_IF_ERROR(finite(*p.scale, "scale"));
+  int64_t N = B;
+  if (p.cu_seqlens.defined()) {
+    if (B != 1) return InvalidArgument("q: varlen (cu_seqlens given) expects B == 1, got q of shape " + shape_str(p.q));
+    ATTNKIT_RETURN_IF_ERROR(on_device(p.cu_seqlens, "cu_seqlens", dev));
+    ATTNKIT_RETURN_IF_ERROR(cu_seqlens(p.cu_seqlens, "cu_seqlens", {DType::kInt64}, T, "T (q.size(1))", 0, ""));
+    N = p.cu_seqlens.size(0) - 1;
+  }
+  const bool kv = p.state_layout == StateLayout::kKV;
+  const int64_t r = kv ? K : V, c = kv ? V : K;
+  const char* slay = kv ? "[N, HV, K, V]" : "[N, HV, V, K]";
+  auto state = [&](const TensorView& t, const char* name, bool fp32) -> Status {
+    ATTNKIT_RETURN_IF_ERROR(float_tensor(t, name, 4, slay, dev));
+    if (fp32) ATTNKIT_RETURN_IF_ERROR(dtype_in(t, name, {DType::kFloat32, DType::kFloat64}));
+    return shape_is(t, name, {N, HV, r, c}, slay);
+  };
+  if (p.dht.defined()) ATTNKIT_RETURN_IF_ERROR(state(p.dht, "dht", false));
+  if (p.dh0.defined()) ATTNKIT_RETURN_IF_ERROR(state(p.dh0, "dh0", true));
+  ATTNKIT_RETURN_IF_ERROR(float_tensor(p.dv2, "dv2", 4, "[B, T, HV, V]", dev));
+  ATTNKIT_RETURN_IF_ERROR(shape_is(p.dv2, "dv2", {B, T, HV, V}, "[B, T, HV, V] (as dv)"));
+  const char* dlay = kv ? "[B, NT, HV, K, V]" : "[B, NT, HV, V, K]";
+  ATTNKIT_RETURN_IF_ERROR(float_tensor(p.dh, "dh", 5, dlay, dev));
+  const int64_t nt = num_chunks(p.cu_seqlens, T);
+  if (nt >= 0) ATTNKIT_RETURN_IF_ERROR(shape_is(p.dh, "dh", {B, nt, HV, r, c}, dlay));
+  return workspace(p.workspace, 0);
+}
+
+}  // namespace attnkit

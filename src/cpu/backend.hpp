@@ -13,5 +13,6 @@ Status flex_backward(const FlexBwdParams& p);
 Status gdn_forward(const GdnFwdParams& p);
 Status gdn_backward(const GdnBwdParams& p);
 Status gdn_decode(const GdnDecodeParams& p);
+Status gdn_bwd_dhu(const GdnBwdDhuParams& p);
 
 }  // namespace attnkit::cpu

@@ -321,6 +321,37 @@ TEST(Validation, GdnDecodeStateIndices) {
   expect_invalid(run({1}), "state_indices", "N, the number of sequences");
 }
 
+TEST(Validation, GdnBwdDhuShapes) {
+  const int64_t B = 1, T = 70, H = 2, HV = 4, K = 8, V = 8;  // 2 chunks of 64
+  HostTensor q(DType::kFloat32, {B, T, H, K}), k(DType::kFloat32, {B, T, H, K}), w(DType::kFloat32, {B, T, HV, K});
+  HostTensor dout(DType::kFloat32, {B, T, HV, V}), dv(DType::kFloat32, {B, T, HV, V}), dv2(DType::kFloat32, {B, T, HV, V});
+  HostTensor dh(DType::kFloat32, {B, 2, HV, K, V}), dh_bad(DType::kFloat32, {B, 1, HV, K, V}), g(DType::kFloat32, {B, T, HV});
+  auto base = [&] {
+    GdnBwdDhuParams p;
+    p.q = q.view;
+    p.k = k.view;
+    p.w = w.view;
+    p.dout = dout.view;
+    p.dv = dv.view;
+    p.g = g.view;
+    p.dh = dh.view;
+    p.dv2 = dv2.view;
+    return p;
+  };
+  ASSERT_OK(gdn_bwd_dhu(base()));
+  GdnBwdDhuParams p = base();
+  p.dh = dh_bad.view;
+  expect_invalid(gdn_bwd_dhu(p), "dh", "[B, NT, HV, K, V]");
+  p = base();
+  HostTensor w_bad(DType::kFloat32, {B, T, H, K});
+  p.w = w_bad.view;
+  expect_invalid(gdn_bwd_dhu(p), "w", "[B, T, HV, K]");
+  p = base();
+  HostTensor gk(DType::kFloat32, {B, T, HV, K});
+  p.gk = gk.view;
+  expect_invalid(gdn_bwd_dhu(p), "gk", "not both");
+}
+
 TEST(Validation, CudaTensorsWithoutKernelsAreUnsupportedNotCrashes) {
   // The GDN ops have no CUDA kernel yet: CUDA tensors must get kUnsupported, not a launch.
   GdnCase c;
