@@ -69,7 +69,7 @@ struct Consumer {
     constexpr int kRows = decltype(size<0>(cS))::value;
 
     const bool softcap = a.softcap > 0.f;
-    OnlineSoftmax<kRows, T::kEmulateHalfExp> softmax(softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E));
+    OnlineSoftmax<kRows> softmax(softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E));
     const float softcap_in = softcap ? a.scale / a.softcap : 0.f;
     const int m_block = tile.m_block;
     // A key tile needs per-element masking unless all of it is visible to all 64 rows of this

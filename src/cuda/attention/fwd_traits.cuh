@@ -29,9 +29,6 @@ struct FwdTraits {
   static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
   static constexpr int kQStages = kHeadDim <= 64 ? 2 : 1;
   static constexpr int kConsumerWGs = kBlockM / 64;
-  // At D = 64 a key tile costs the tensor cores about as many cycles as its exponentials cost the
-  // MUFU unit; computing half of them with FMAs (softmax.cuh, exp2_fma) rebalances the pipes.
-  static constexpr bool kEmulateHalfExp = kHeadDim <= 64;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 40;  // 128 * producer + 256 * consumer <= 64512
   static constexpr int kConsumerRegs = 232;

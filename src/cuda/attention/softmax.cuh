@@ -48,22 +48,7 @@ CUTE_DEVICE float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffff, x, 2);
 }
 
-// 2^x for x <= 0 on the FMA pipe instead of the MUFU unit (FlashAttention-4's trick): x = j + f
-// with j = round(x) by the 1.5 * 2^23 magic add and f in [-0.5, 0.5], a cubic for 2^f (max
-// relative error 1.0e-4, far below the 2^-9 rounding P gets as bf16), j added to the exponent.
-// x is clamped at -127 so a masked score (-inf) gives exactly 0.
-CUTE_DEVICE float exp2_fma(float x) {
-  x = fmaxf(x, -127.f);
-  const float t = x + 12582912.f;
-  const float jf = t - 12582912.f;
-  const float f = x - jf;
-  const float p = fmaf(fmaf(fmaf(5.500893088e-02f, f, 2.422109693e-01f), f, 6.932829283e-01f), f, 1.f);
-  return __int_as_float(__float_as_int(p) + ((__float_as_int(t) - 0x4B400000) << 23));
-}
-
-// kEmulateHalfExp: every other column's exponential is computed by exp2_fma, halving the load on
-// the MUFU unit where it limits (small head dims, where the GEMMs per score are cheap).
-template <int kRows, bool kEmulateHalfExp = false>
+template <int kRows>
 struct OnlineSoftmax {
   float row_max[kRows];
   float row_sum[kRows];  // partial: this thread's columns only, reduced in finalize()
@@ -96,8 +81,7 @@ struct OnlineSoftmax {
       float sum = 0.f;
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s_rc); ++ni) {
-        const float x = s_rc(mi, ni) * scale_log2 - m_scaled;
-        const float p = (kEmulateHalfExp && (ni & 1)) ? exp2_fma(x) : exp2f(x);
+        const float p = exp2f(s_rc(mi, ni) * scale_log2 - m_scaled);
         s_rc(mi, ni) = p;
         sum += p;
       }
