@@ -102,27 +102,36 @@ struct DecodeSmem {
   float scalars[4];  // decay, beta, q norm factor, k norm factor
 };
 
-// Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column v),
-// writing the outputs. Called by every thread of the CTA (it contains barriers).
+// Token t's q, k (and per-key decays) into shared memory, its gate and beta into scalars.
 template <int D, int kSplit>
-__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, kSplit>& sm, float (&hreg)[D / kSplit]) {
+__device__ void stage_inputs(const DecodeArgs& a, const DecodeItem& it, int64_t t, DecodeSmem<D, kSplit>& sm) {
+  const bool has_gk = a.gk.data.ptr != nullptr;
+  if (threadIdx.x < D) {
+    sm.q[threadIdx.x] = a.q.at(it.b, t, it.h, threadIdx.x);
+    sm.k[threadIdx.x] = a.k.at(it.b, t, it.h, threadIdx.x);
+    if (has_gk) sm.gk[threadIdx.x] = __expf(a.gk.at(it.b, t, it.hv, threadIdx.x));
+  }
+  if (threadIdx.x == 0) {
+    float g = a.g.data.ptr ? a.g.at(it.b, t, it.hv) : 0.f;
+    if (a.A_log) g = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g + a.dt_bias[it.hv * a.dt_stride]);
+    float beta = a.beta.at(it.b, t, it.hv);
+    if (a.beta_logit) beta = sigmoid(beta);
+    sm.scalars[0] = __expf(g);
+    sm.scalars[1] = beta;
+  }
+}
+
+// Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column v),
+// writing the outputs. The first token's inputs may already be staged (first_staged), which lets
+// the caller overlap their loads with the state's. Called by every thread (it has barriers).
+template <int D, int kSplit>
+__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, kSplit>& sm, float (&hreg)[D / kSplit],
+                              bool first_staged = false) {
   constexpr int R = D / kSplit;
   const int v = threadIdx.x % D, kc = threadIdx.x / D;
   const bool has_gk = a.gk.data.ptr != nullptr;
   for (int64_t t = it.t0; t < it.t0 + it.len; ++t) {
-    if (threadIdx.x < D) {
-      sm.q[threadIdx.x] = a.q.at(it.b, t, it.h, threadIdx.x);
-      sm.k[threadIdx.x] = a.k.at(it.b, t, it.h, threadIdx.x);
-      if (has_gk) sm.gk[threadIdx.x] = __expf(a.gk.at(it.b, t, it.hv, threadIdx.x));
-    }
-    if (threadIdx.x == 0) {
-      float g = a.g.data.ptr ? a.g.at(it.b, t, it.hv) : 0.f;
-      if (a.A_log) g = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g + a.dt_bias[it.hv * a.dt_stride]);
-      float beta = a.beta.at(it.b, t, it.hv);
-      if (a.beta_logit) beta = sigmoid(beta);
-      sm.scalars[0] = __expf(g);
-      sm.scalars[1] = beta;
-    }
+    if (t > it.t0 || !first_staged) stage_inputs<D, kSplit>(a, it, t, sm);
     __syncthreads();
     if (a.l2norm) {  // uniform branch: every thread reaches the barrier
       if (threadIdx.x < 64) {  // warp 0: q norm, warp 1: k norm
@@ -227,6 +236,8 @@ __global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_stream_kernel(const D
   for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++j) {
     const int buf = j % 2;
     const DecodeItem it(a, item);
+    const bool staged = it.slot >= 0 && it.len > 0;
+    if (staged) stage_inputs<D, kSplit>(a, it, it.t0, sm);  // their latency overlaps the state wait
     full[buf].wait((j / 2) & 1);
     float hreg[R];
     if (it.slot >= 0) {
@@ -242,7 +253,7 @@ __global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_stream_kernel(const D
       write_zero_outputs(a, it, D);
       continue;
     }
-    decode_tokens<D, kSplit>(a, it, sm, hreg);
+    decode_tokens<D, kSplit>(a, it, sm, hreg, staged);
     float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v;
 #pragma unroll
     for (int i = 0; i < R; ++i) state[(kc * R + i) * D] = hreg[i];
