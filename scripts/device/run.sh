@@ -4,7 +4,7 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test memcheck bench") selects steps; GTEST_FILTER narrows the GPU tests.
+# STEPS (default "build test memcheck bench") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -31,7 +31,7 @@ if has build; then
   done
 fi
 if has test; then
-  step tests.log ctest --test-dir $BUILD_DIR -L gpu --output-on-failure ${GTEST_FILTER:+-R "$GTEST_FILTER"}
+  step tests.log ctest --test-dir $BUILD_DIR -L gpu --output-on-failure ${TEST_REGEX:+-R "$TEST_REGEX"}
   if grep -q "(Skipped)" "$OUT/tests.log"; then echo "   GPU tests were skipped on a GPU machine"; status=1; fi
   step tests.log ctest --test-dir $BUILD_DIR -L cpu -j "$(nproc)"
   step tests.log python3 -m pytest -q tests/python --attnkit-lib $BUILD_DIR/tools/libattnkit_c.so
