@@ -33,6 +33,7 @@ fi
 if has test; then
   step tests.log ctest --test-dir $BUILD_DIR -L gpu --output-on-failure ${TEST_REGEX:+-R "$TEST_REGEX"}
   if grep -q "(Skipped)" "$OUT/tests.log"; then echo "   GPU tests were skipped on a GPU machine"; status=1; fi
+  if grep -q "No tests were found" "$OUT/tests.log"; then echo "   ctest found no tests (stale discovery? rm -rf $BUILD_DIR)"; status=1; fi
   step tests.log ctest --test-dir $BUILD_DIR -L cpu -j "$(nproc)"
   step tests.log python3 -m pytest -q tests/python --attnkit-lib $BUILD_DIR/tools/libattnkit_c.so
 fi
