@@ -19,8 +19,10 @@ void check_decode(const DecodeCase& dc) {
   const GdnCase& c = dc.c;
   GdnData d = make_gdn(c, 21);
   const int64_t slots = dc.indices.empty() ? c.N() : dc.pool;
-  HostTensor pool(DType::kFloat32, {slots, c.HV, c.K, c.V + dc.row_pad});
-  pool.view.sizes[3] = c.V;  // a [slots, HV, K, V] view with row stride V + row_pad
+  const bool kfirst = c.layout == StateLayout::kKV;
+  const int64_t rows = kfirst ? c.K : c.V, cols = kfirst ? c.V : c.K;
+  HostTensor pool(DType::kFloat32, {slots, c.HV, rows, cols + dc.row_pad});
+  pool.view.sizes[3] = cols;  // a [slots, HV, rows, cols] view with row stride cols + row_pad
   std::mt19937 rng(22);
   pool.randn(rng, 0.5);
   HostTensor idx = dc.indices.empty() ? HostTensor() : index_tensor(DType::kInt32, dc.indices);
@@ -43,6 +45,7 @@ void check_decode(const DecodeCase& dc) {
     p.cu_seqlens = cu;
     p.use_qk_l2norm = c.l2norm;
     p.beta_is_logit = c.beta_logit;
+    p.state_layout = c.layout;
     return p;
   };
   // CPU reference.
@@ -131,6 +134,22 @@ TEST_F(GdnDecodeGpu, NonContiguousStateSlices) {
     dc.c.K = dc.c.V = D;
     dc.c.l2norm = true;
     dc.row_pad = 8;
+    check_decode(dc);
+  }
+}
+
+TEST_F(GdnDecodeGpu, VFirstStateLayout) {
+  for (int64_t D : {64, 128}) {
+    DecodeCase dc;
+    dc.c.dt = DType::kBFloat16;
+    dc.c.B = 3;
+    dc.c.T = 3;
+    dc.c.HV = 4;
+    dc.c.K = dc.c.V = D;
+    dc.c.l2norm = dc.c.fused_gate = true;
+    dc.c.layout = StateLayout::kVK;
+    dc.indices = {2, -1, 0};
+    dc.pool = 4;
     check_decode(dc);
   }
 }

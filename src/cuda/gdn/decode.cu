@@ -54,7 +54,8 @@ struct DecodeArgs {
   const float* dt_bias = nullptr;
   int64_t a_stride = 1, dt_stride = 1;
   float* state = nullptr;
-  int64_t s_slot = 0, s_head = 0, s_row = 0;  // strides of (slot, head, k); v is contiguous
+  int64_t s_slot = 0, s_head = 0;  // strides of (slot, head)
+  int64_t s_row = 0, s_col = 1;    // strides of (k, v): K-first (V, 1), V-first (1, K) when contiguous
   const void* state_indices = nullptr;
   bool indices_64 = false;
   const int64_t* cu_seqlens = nullptr;
@@ -187,7 +188,7 @@ __global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeAr
   const DecodeItem it(a, blockIdx.x);
   if (it.slot < 0) return write_zero_outputs(a, it, D);  // padding slot: output 0, no state touched
   const int v = threadIdx.x % D, kc = threadIdx.x / D;
-  float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v;
+  float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v * a.s_col;
   float hreg[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) hreg[i] = state[(kc * R + i) * a.s_row];
@@ -273,8 +274,6 @@ TokenTensor token_tensor(const TensorView& t, bool varlen) {
 }  // namespace
 
 Status gdn_decode(const GdnDecodeParams& p) {
-  if (p.state_layout != StateLayout::kKV)
-    return Unsupported("state_layout: the CUDA decode kernel takes the K-first layout [P, HV, K, V] so far");
   const int64_t K = p.q.size(3), V = p.v.size(3);
   if (K != V || (K != 64 && K != 128))
     return Unsupported("q: the CUDA decode kernel needs K = V in {64, 128}, got K = " + std::to_string(K) +
@@ -300,7 +299,10 @@ Status gdn_decode(const GdnDecodeParams& p) {
   a.state = static_cast<float*>(p.state.data);
   a.s_slot = p.state.strides[0];
   a.s_head = p.state.strides[1];
-  a.s_row = p.state.strides[2];
+  // The state of (slot, hv) seen as K x V: K-first [.., K, V] or V-first [.., V, K].
+  const bool kfirst = p.state_layout == StateLayout::kKV;
+  a.s_row = kfirst ? p.state.strides[2] : p.state.strides[3];
+  a.s_col = kfirst ? p.state.strides[3] : p.state.strides[2];
   if (p.state_indices.defined()) {
     a.state_indices = p.state_indices.data;
     a.indices_64 = p.state_indices.dtype == DType::kInt64;
@@ -322,7 +324,8 @@ Status gdn_decode(const GdnDecodeParams& p) {
   if (ctas == 0) return Status::Ok();
   if (ctas > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, head) pairs");
   auto stream = static_cast<cudaStream_t>(p.stream);
-  const bool contiguous_slices = a.s_row == V && reinterpret_cast<uintptr_t>(a.state) % 16 == 0 && a.s_slot % 4 == 0 &&
+  // The streaming kernel reads its smem buffer K-first; V-first states take the general kernel.
+  const bool contiguous_slices = kfirst && a.s_row == V && reinterpret_cast<uintptr_t>(a.state) % 16 == 0 && a.s_slot % 4 == 0 &&
                                  a.s_head % 4 == 0;
   if (contiguous_slices) {
     int dev = 0, sms = 0;
