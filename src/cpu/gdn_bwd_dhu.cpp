@@ -11,20 +11,6 @@
 namespace attnkit::cpu {
 namespace {
 
-// dh's [K, V] slice of global chunk c and value head hv, seen as K x V whatever the layout.
-Slice2D dh_slice(const TensorView& dh, int64_t b, int64_t c, int64_t hv, StateLayout layout) {
-  Slice2D r;
-  r.dtype = dh.dtype;
-  const bool kv = layout == StateLayout::kKV;
-  r.rows = kv ? dh.size(3) : dh.size(4);
-  r.cols = kv ? dh.size(4) : dh.size(3);
-  r.row_stride = kv ? dh.stride(3) : dh.stride(4);
-  r.col_stride = kv ? dh.stride(4) : dh.stride(3);
-  r.base = static_cast<char*>(dh.data) +
-           (b * dh.stride(0) + c * dh.stride(1) + hv * dh.stride(2)) * static_cast<int64_t>(dtype_size(dh.dtype));
-  return r;
-}
-
 template <class Acc>
 void run(const GdnBwdDhuParams& p) {
   const GdnLayout lay(p.q, p.dout, p.cu_seqlens);
@@ -48,7 +34,8 @@ void run(const GdnBwdDhuParams& p) {
     const int64_t nc = (T + kGdnChunk - 1) / kGdnChunk, b = varlen ? 0 : n;
     for (int64_t c = nc - 1; c >= 0; --c) {
       const int64_t t0 = c * kGdnChunk, L = std::min(kGdnChunk, T - t0), tl = t0 + L - 1;
-      scatter(dh_slice(p.dh, b, (varlen ? chunk0[n] : 0) + c, hv, p.state_layout), dH.data());
+      const int64_t chunk = (varlen ? chunk0[n] : 0) + c;  // dh [B, NT, HV, K, V]: this chunk's K x V
+      scatter(kv_matrix(p.dh, b * p.dh.stride(0) + chunk * p.dh.stride(1) + hv * p.dh.stride(2), p.state_layout), dH.data());
       for (int64_t j = t0; j <= tl; ++j)  // dv2 = dv + (K * exp(G_last - G)) dH
         for (int64_t d = 0; d < K; ++d) {
           const Acc kd = k[j * K + d] * std::exp(G_at(tl, d) - G_at(j, d));

@@ -46,17 +46,23 @@ struct GdnLayout {
   Slice2D slice(const TensorView& t, int64_t n, int64_t h) const { return seq(t).slice(n, h, seq_len(n)); }
 };
 
-// The K x V state of (n, hv) inside a [N, HV, K, V] or [N, HV, V, K] tensor, seen as K x V.
-inline Slice2D state_slice(const TensorView& s, int64_t n, int64_t hv, StateLayout layout) {
+// The K x V matrix held in the last two dims of t (K-first) or their transpose (V-first), starting
+// `offset` elements into t: a state [N, HV, K, V] slice, or one chunk of bwd_dhu's dh.
+inline Slice2D kv_matrix(const TensorView& t, int64_t offset, StateLayout layout) {
   Slice2D r;
-  r.dtype = s.dtype;
+  r.dtype = t.dtype;
   const bool kv = layout == StateLayout::kKV;
-  r.rows = kv ? s.size(2) : s.size(3);
-  r.cols = kv ? s.size(3) : s.size(2);
-  r.row_stride = kv ? s.stride(2) : s.stride(3);
-  r.col_stride = kv ? s.stride(3) : s.stride(2);
-  r.base = static_cast<char*>(s.data) + (n * s.stride(0) + hv * s.stride(1)) * static_cast<int64_t>(dtype_size(s.dtype));
+  r.rows = kv ? t.size(-2) : t.size(-1);
+  r.cols = kv ? t.size(-1) : t.size(-2);
+  r.row_stride = kv ? t.stride(-2) : t.stride(-1);
+  r.col_stride = kv ? t.stride(-1) : t.stride(-2);
+  r.base = static_cast<char*>(t.data) + offset * static_cast<int64_t>(dtype_size(t.dtype));
   return r;
+}
+
+// The K x V state of (n, hv) inside a [N, HV, K, V] or [N, HV, V, K] tensor.
+inline Slice2D state_slice(const TensorView& s, int64_t n, int64_t hv, StateLayout layout) {
+  return kv_matrix(s, n * s.stride(0) + hv * s.stride(1), layout);
 }
 
 // x <- x / sqrt(sum x^2 + eps) per row of [rows, n]; keeps the norms for the backward.

@@ -89,13 +89,7 @@ void expect_matches_finite_differences(const GdnCase& c, uint32_t seed, int samp
     std::uniform_int_distribution<int64_t> pick(0, x->numel() - 1);
     for (int s = 0; s < samples; ++s) {
       const int64_t i = pick(rng);
-      const double x0 = x->get(i), h = 1e-6;
-      x->set(i, x0 + h);
-      const double lp = loss(c, d, ct);
-      x->set(i, x0 - h);
-      const double lm = loss(c, d, ct);
-      x->set(i, x0);
-      const double fd = (lp - lm) / (2 * h);
+      const double fd = central_difference(*x, i, [&] { return loss(c, d, ct); });
       EXPECT_NEAR(xg.second->get(i), fd, 2e-6 * (1 + std::abs(fd))) << name << " element " << i;
     }
   }

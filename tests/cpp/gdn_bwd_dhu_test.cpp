@@ -167,15 +167,7 @@ void check(const DhuCase& c, uint32_t seed) {
   ASSERT_OK(gdn_bwd_dhu(p));
   ASSERT_TRUE(all_finite(dh.values()) && all_finite(dh0.values()) && all_finite(dv2.values()));
   const double h = 1e-6;
-  auto fd = [&](HostTensor& x, int64_t i) {
-    const double x0 = x.get(i);
-    x.set(i, x0 + h);
-    const double lp = state_pass(c, d, nullptr);
-    x.set(i, x0 - h);
-    const double lm = state_pass(c, d, nullptr);
-    x.set(i, x0);
-    return (lp - lm) / (2 * h);
-  };
+  auto fd = [&](HostTensor& x, int64_t i) { return central_difference(x, i, [&] { return state_pass(c, d, nullptr); }, h); };
   std::mt19937 rng(seed + 1);
   for (int s = 0; s < 6; ++s) {
     const int64_t i = std::uniform_int_distribution<int64_t>(0, d.h0.numel() - 1)(rng);

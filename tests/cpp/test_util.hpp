@@ -110,6 +110,18 @@ inline bool all_finite(const std::vector<double>& a) {
   return true;
 }
 
+// Central difference of loss() in element i of x (restored afterwards).
+template <class Loss>
+double central_difference(HostTensor& x, int64_t i, const Loss& loss, double h = 1e-6) {
+  const double x0 = x.get(i);
+  x.set(i, x0 + h);
+  const double lp = loss();
+  x.set(i, x0 - h);
+  const double lm = loss();
+  x.set(i, x0);
+  return (lp - lm) / (2 * h);
+}
+
 #define ASSERT_OK(expr)                                        \
   do {                                                         \
     ::attnkit::Status _st = (expr);                            \
