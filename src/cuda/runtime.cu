@@ -1,6 +1,8 @@
 // src/cuda/runtime.cu — CUDA runtime queries used by the host side.
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "src/cuda/runtime.hpp"
 
 namespace attnkit::cuda {
@@ -10,6 +12,18 @@ int device_count() {
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError();  // clear the sticky "no device" error
     return 0;
+  }
+  return n;
+}
+
+int current_device_sm_count() {
+  static std::atomic<int> cache[64] = {};  // 0: not queried yet
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 1;
+  int n = cache[dev].load(std::memory_order_relaxed);
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 1;
+    cache[dev].store(n, std::memory_order_relaxed);
   }
   return n;
 }

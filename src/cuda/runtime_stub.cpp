@@ -3,6 +3,7 @@
 
 namespace attnkit::cuda {
 int device_count() { return 0; }
+int current_device_sm_count() { return 1; }
 }  // namespace attnkit::cuda
 
 #include "src/cuda/api.hpp"

@@ -8,6 +8,7 @@
 
 #include "src/cuda/api.hpp"
 #include "src/cuda/attention/fwd_args.hpp"
+#include "src/cuda/runtime.hpp"
 
 namespace attnkit::cuda {
 namespace attn {
@@ -35,13 +36,6 @@ cudaError_t launch_for_head_dim(int d, const AttnFwdArgs& a) {
     case 128: return attn::launch_attention_fwd<Element, 128>(a);
     default: return attn::launch_attention_fwd<Element, 256>(a);
   }
-}
-
-int sm_count() {
-  int dev = 0, n = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
-  return n;
 }
 
 }  // namespace
@@ -99,7 +93,7 @@ Status attention_forward(const AttentionFwdParams& p) {
   a.tile_counter = static_cast<int*>(p.workspace.data);  // validated: >= 16 bytes
   if (reinterpret_cast<uintptr_t>(a.tile_counter) % alignof(int) != 0)
     return InvalidArgument("workspace: expected a 4-byte aligned device pointer");
-  a.num_sms = sm_count();
+  a.num_sms = current_device_sm_count();
   const cudaError_t err = p.q.dtype == DType::kBFloat16 ? launch_for_head_dim<cutlass::bfloat16_t>(static_cast<int>(D), a)
                                                         : launch_for_head_dim<cutlass::half_t>(static_cast<int>(D), a);
   if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("attention_forward: ") + cudaGetErrorString(err)};

@@ -20,6 +20,7 @@
 #include "attnkit/semantics/heads.hpp"
 #include "attnkit/semantics/numerics.hpp"
 #include "src/cuda/gdn/api.hpp"
+#include "src/cuda/runtime.hpp"
 
 namespace attnkit::cuda {
 namespace {
@@ -328,17 +329,20 @@ Status gdn_decode(const GdnDecodeParams& p) {
   const bool contiguous_slices = kfirst && a.s_row == V && reinterpret_cast<uintptr_t>(a.state) % 16 == 0 && a.s_slot % 4 == 0 &&
                                  a.s_head % 4 == 0;
   if (contiguous_slices) {
-    int dev = 0, sms = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    const int sms = current_device_sm_count();
     const int per_sm = K == 128 ? 1 : 2;  // 2 x 64 KB or 2 x 16 KB of state buffers per CTA
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(ctas, int64_t(sms) * per_sm));
     const int smem = static_cast<int>(2 * K * V * sizeof(float));
+    // The shared-memory opt-in is set once per kernel (and process), not per call.
     if (K == 128) {
-      cudaFuncSetAttribute(gdn_decode_stream_kernel<128, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      static const cudaError_t ok128 = cudaFuncSetAttribute(gdn_decode_stream_kernel<128, 4>,
+                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * 128 * 128 * 4);
+      if (ok128 != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(ok128)};
       gdn_decode_stream_kernel<128, 4><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
     } else {
-      cudaFuncSetAttribute(gdn_decode_stream_kernel<64, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+      static const cudaError_t ok64 = cudaFuncSetAttribute(gdn_decode_stream_kernel<64, 4>,
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * 64 * 64 * 4);
+      if (ok64 != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(ok64)};
       gdn_decode_stream_kernel<64, 4><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
     }
   } else if (K == 128) {
