@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "src/cuda/attention/fwd_kernel.cuh"
+#include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda::attn {
 
@@ -42,8 +43,7 @@ cudaError_t launch_attention_fwd(const AttnFwdArgs& a) {
   cudaError_t err0 = cudaMemsetAsync(a.tile_counter, 0, sizeof(int), static_cast<cudaStream_t>(a.stream));
   if (err0 != cudaSuccess) return err0;
   auto kernel = attention_fwd_kernel<T>;
-  // Once per instantiation (and process): the kernel may use more than 48 KB of shared memory.
-  static const cudaError_t smem_ok = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes);
+  const cudaError_t smem_ok = ensure_dynamic_smem<attention_fwd_kernel<T>>(T::kSmemBytes);
   if (smem_ok != cudaSuccess) return smem_ok;
   kernel<<<grid, T::kThreads, T::kSmemBytes, static_cast<cudaStream_t>(a.stream)>>>(p);
   return cudaGetLastError();

@@ -21,6 +21,7 @@
 #include "attnkit/semantics/numerics.hpp"
 #include "src/cuda/gdn/api.hpp"
 #include "src/cuda/runtime.hpp"
+#include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda {
 namespace {
@@ -333,18 +334,11 @@ Status gdn_decode(const GdnDecodeParams& p) {
     const int per_sm = K == 128 ? 1 : 2;  // 2 x 64 KB or 2 x 16 KB of state buffers per CTA
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(ctas, int64_t(sms) * per_sm));
     const int smem = static_cast<int>(2 * K * V * sizeof(float));
-    // The shared-memory opt-in is set once per kernel (and process), not per call.
-    if (K == 128) {
-      static const cudaError_t ok128 = cudaFuncSetAttribute(gdn_decode_stream_kernel<128, 4>,
-                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * 128 * 128 * 4);
-      if (ok128 != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(ok128)};
-      gdn_decode_stream_kernel<128, 4><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
-    } else {
-      static const cudaError_t ok64 = cudaFuncSetAttribute(gdn_decode_stream_kernel<64, 4>,
-                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, 2 * 64 * 64 * 4);
-      if (ok64 != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(ok64)};
-      gdn_decode_stream_kernel<64, 4><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
-    }
+    const cudaError_t ok = K == 128 ? ensure_dynamic_smem<gdn_decode_stream_kernel<128, 4>>(smem)
+                                    : ensure_dynamic_smem<gdn_decode_stream_kernel<64, 4>>(smem);
+    if (ok != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(ok)};
+    if (K == 128) gdn_decode_stream_kernel<128, 4><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
+    else gdn_decode_stream_kernel<64, 4><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
   } else if (K == 128) {
     gdn_decode_kernel<128, 4><<<static_cast<unsigned>(ctas), 512, 0, stream>>>(a);
   } else {
