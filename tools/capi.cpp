@@ -15,6 +15,36 @@ int fail(const Status& st, char* err, int errlen) {
   return 1;
 }
 
+// Views of a q-like ([.., Sq, Hq, D]) or k-like tensor in the C ABI's layouts (see below).
+struct Layout {
+  DType dt;
+  int layout;  // 0: [B, S, H, D] (or [total, H, D] when varlen); 1: [B, H, S, D] memory
+  bool varlen;
+  int64_t B;
+  TensorView view(void* p, int64_t S, int64_t H, int64_t D) const {
+    const Device dev = Device::cuda(0);
+    if (varlen) return TensorView::contiguous(p, dt, dev, {S, H, D});
+    if (layout == 0) return TensorView::contiguous(p, dt, dev, {B, S, H, D});
+    return TensorView::contiguous(p, dt, dev, {B, H, S, D}).transposed(1, 2);
+  }
+  TensorView lse(void* p, int64_t S, int64_t H) const {
+    const Device dev = Device::cuda(0);
+    return varlen ? TensorView::contiguous(p, DType::kFloat32, dev, {H, S}) : TensorView::contiguous(p, DType::kFloat32, dev, {B, H, S});
+  }
+};
+
+// A device buffer of at least `bytes`, kept for the process (single device, calls serialised by
+// the caller's stream).
+void* workspace(size_t bytes) {
+  static void* buf = nullptr;
+  static size_t have = 0;
+  if (bytes <= have && buf) return buf;
+  if (buf) cudaFree(buf);
+  have = bytes < 256 ? 256 : bytes;
+  if (cudaMalloc(&buf, have) != cudaSuccess) buf = nullptr, have = 0;
+  return buf;
+}
+
 }  // namespace
 
 extern "C" {
@@ -25,31 +55,19 @@ int attnkit_c_attention_fwd(void* q, void* k, void* v, void* out, void* lse, int
                             int64_t Hkv, int64_t D, int dtype, int layout, int causal, int top_left, int64_t window_left,
                             int64_t window_right, double softcap, double scale, const int32_t* cu_q, const int32_t* cu_k,
                             int64_t num_seqs, int64_t max_q, int64_t max_k, void* stream, char* err, int errlen) {
-  const DType dt = dtype == 0 ? DType::kBFloat16 : DType::kFloat16;
-  const Device dev = Device::cuda(0);
+  const Layout L{dtype == 0 ? DType::kBFloat16 : DType::kFloat16, layout, cu_q != nullptr, B};
   AttentionFwdParams p;
+  p.q = L.view(q, Sq, Hq, D);
+  p.k = L.view(k, Sk, Hkv, D);
+  p.v = L.view(v, Sk, Hkv, D);
+  p.out = L.view(out, Sq, Hq, D);
+  if (lse) p.lse = L.lse(lse, Sq, Hq);
   if (cu_q) {
-    p.q = TensorView::contiguous(q, dt, dev, {Sq, Hq, D});
-    p.k = TensorView::contiguous(k, dt, dev, {Sk, Hkv, D});
-    p.v = TensorView::contiguous(v, dt, dev, {Sk, Hkv, D});
-    p.out = TensorView::contiguous(out, dt, dev, {Sq, Hq, D});
-    if (lse) p.lse = TensorView::contiguous(lse, DType::kFloat32, dev, {Hq, Sq});
+    const Device dev = Device::cuda(0);
     p.cu_seqlens_q = TensorView::contiguous(const_cast<int32_t*>(cu_q), DType::kInt32, dev, {num_seqs + 1});
     p.cu_seqlens_k = TensorView::contiguous(const_cast<int32_t*>(cu_k), DType::kInt32, dev, {num_seqs + 1});
     p.max_seqlen_q = max_q;
     p.max_seqlen_k = max_k;
-  } else if (layout == 0) {
-    p.q = TensorView::contiguous(q, dt, dev, {B, Sq, Hq, D});
-    p.k = TensorView::contiguous(k, dt, dev, {B, Sk, Hkv, D});
-    p.v = TensorView::contiguous(v, dt, dev, {B, Sk, Hkv, D});
-    p.out = TensorView::contiguous(out, dt, dev, {B, Sq, Hq, D});
-    if (lse) p.lse = TensorView::contiguous(lse, DType::kFloat32, dev, {B, Hq, Sq});
-  } else {
-    p.q = TensorView::contiguous(q, dt, dev, {B, Hq, Sq, D}).transposed(1, 2);
-    p.k = TensorView::contiguous(k, dt, dev, {B, Hkv, Sk, D}).transposed(1, 2);
-    p.v = TensorView::contiguous(v, dt, dev, {B, Hkv, Sk, D}).transposed(1, 2);
-    p.out = TensorView::contiguous(out, dt, dev, {B, Hq, Sq, D}).transposed(1, 2);
-    if (lse) p.lse = TensorView::contiguous(lse, DType::kFloat32, dev, {B, Hq, Sq});
   }
   p.mask.causal = causal != 0;
   p.mask.align = top_left ? CausalAlign::kTopLeft : CausalAlign::kBottomRight;
@@ -58,12 +76,51 @@ int attnkit_c_attention_fwd(void* q, void* k, void* v, void* out, void* lse, int
   p.softcap = softcap;
   if (scale > 0) p.scale = scale;
   p.stream = stream;
-  // One workspace for the process (single device, calls serialised by the caller's stream).
-  static void* workspace = nullptr;
   p.workspace.bytes = attention_forward_workspace_size(p);
-  if (!workspace && cudaMalloc(&workspace, 256) != cudaSuccess) return fail(Status(StatusCode::kBackendError, "cudaMalloc failed"), err, errlen);
-  p.workspace.data = workspace;
+  p.workspace.data = workspace(p.workspace.bytes);
+  if (!p.workspace.data) return fail(Status(StatusCode::kBackendError, "cudaMalloc failed"), err, errlen);
   const Status st = attention_forward(p);
+  return st.ok() ? 0 : fail(st, err, errlen);
+}
+
+// The backward on the same layouts: dout, dq, dk, dv laid out as out, q, k, v; lse as the
+// forward wrote it. split: GQA dK/dV per query head, summed in order (else fp32 atomics).
+int attnkit_c_attention_bwd(void* q, void* k, void* v, void* out, void* lse, void* dout, void* dq, void* dk, void* dv, int64_t B,
+                            int64_t Sq, int64_t Sk, int64_t Hq, int64_t Hkv, int64_t D, int dtype, int layout, int causal,
+                            int top_left, int64_t window_left, int64_t window_right, double softcap, double scale, const int32_t* cu_q,
+                            const int32_t* cu_k, int64_t num_seqs, int64_t max_q, int64_t max_k, int split, int deterministic,
+                            void* stream, char* err, int errlen) {
+  const Layout L{dtype == 0 ? DType::kBFloat16 : DType::kFloat16, layout, cu_q != nullptr, B};
+  AttentionBwdParams p;
+  p.q = L.view(q, Sq, Hq, D);
+  p.k = L.view(k, Sk, Hkv, D);
+  p.v = L.view(v, Sk, Hkv, D);
+  p.out = L.view(out, Sq, Hq, D);
+  p.dout = L.view(dout, Sq, Hq, D);
+  p.dq = L.view(dq, Sq, Hq, D);
+  p.dk = L.view(dk, Sk, Hkv, D);
+  p.dv = L.view(dv, Sk, Hkv, D);
+  p.lse = L.lse(lse, Sq, Hq);
+  if (cu_q) {
+    const Device dev = Device::cuda(0);
+    p.cu_seqlens_q = TensorView::contiguous(const_cast<int32_t*>(cu_q), DType::kInt32, dev, {num_seqs + 1});
+    p.cu_seqlens_k = TensorView::contiguous(const_cast<int32_t*>(cu_k), DType::kInt32, dev, {num_seqs + 1});
+    p.max_seqlen_q = max_q;
+    p.max_seqlen_k = max_k;
+  }
+  p.mask.causal = causal != 0;
+  p.mask.align = top_left ? CausalAlign::kTopLeft : CausalAlign::kBottomRight;
+  p.mask.window_left = window_left;
+  p.mask.window_right = window_right;
+  p.softcap = softcap;
+  if (scale > 0) p.scale = scale;
+  p.gqa_reduction = split ? GqaReduction::kSplit : GqaReduction::kAtomic;
+  p.deterministic = deterministic != 0;
+  p.stream = stream;
+  p.workspace.bytes = attention_backward_workspace_size(p);
+  p.workspace.data = workspace(p.workspace.bytes);
+  if (!p.workspace.data) return fail(Status(StatusCode::kBackendError, "cudaMalloc failed"), err, errlen);
+  const Status st = attention_backward(p);
   return st.ok() ? 0 : fail(st, err, errlen);
 }
 

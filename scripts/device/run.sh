@@ -4,7 +4,7 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test memcheck bench") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
+# STEPS (default "build test memcheck bench"; also "bench-bwd", "bench-gdn") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -41,7 +41,13 @@ if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/wgmma_smoke_test
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_gpu_test \
     --gtest_filter='AttentionGpu.VarlenWithOneTokenAndEmptySequences'
+  step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_bwd_gpu_test \
+    --gtest_filter='AttentionBwdGpu.VarlenWithOneTokenAndEmptySequences:AttentionBwdGpu.HeadDimsAndAwkwardLengths'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/gdn_gpu_test
+fi
+if has bench-bwd && ! has bench; then
+  step bench.log python3 bench/bench_attention_bwd.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
+  cat "$OUT/bench.log"
 fi
 if has bench-gdn && ! has bench; then
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
@@ -52,6 +58,7 @@ fi
 if has bench; then
   step bench.log $BUILD_DIR/tools/attnkit-bench
   step bench.log python3 bench/bench_attention.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
+  step bench.log python3 bench/bench_attention_bwd.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
   # flash-linear-attention, from the wheels scripts/device/prepare.sh put in .whl/
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
     .whl/einops-*.whl >>"$OUT/bench.log" 2>&1

@@ -34,7 +34,10 @@ Status dispatch(const P& p, const TensorView& q, CpuFn&& cpu_fn, CudaFn&& cuda_f
 size_t attention_forward_workspace_size(const AttentionFwdParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? 16 : 0;
 }
-size_t attention_backward_workspace_size(const AttentionBwdParams&) { return 0; }
+// The CUDA backward keeps fp32 partials (dQ, GQA dK/dV) and per-row statistics in the workspace.
+size_t attention_backward_workspace_size(const AttentionBwdParams& p) {
+  return p.q.device.type == DeviceType::kCUDA ? cuda::attention_backward_workspace_size(p) : 0;
+}
 size_t flex_forward_workspace_size(const FlexFwdParams&) { return 0; }
 size_t flex_backward_workspace_size(const FlexBwdParams&) { return 0; }
 size_t gdn_forward_workspace_size(const GdnFwdParams&) { return 0; }
@@ -44,7 +47,7 @@ Status attention_forward(const AttentionFwdParams& p) {
   return dispatch(p, p.q, cpu::attention_forward, cuda::attention_forward);
 }
 Status attention_backward(const AttentionBwdParams& p) {
-  return dispatch(p, p.q, "attention_backward", cpu::attention_backward);
+  return dispatch(p, p.q, cpu::attention_backward, cuda::attention_backward);
 }
 Status flex_attention_forward(const FlexFwdParams& p) {
   return dispatch(p, p.q, "flex_attention_forward", cpu::flex_forward);

@@ -6,5 +6,7 @@
 namespace attnkit::cuda {
 
 Status attention_forward(const AttentionFwdParams& p);
+Status attention_backward(const AttentionBwdParams& p);
+size_t attention_backward_workspace_size(const AttentionBwdParams& p);
 
 }  // namespace attnkit::cuda

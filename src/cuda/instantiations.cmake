@@ -12,6 +12,7 @@ set(ATTNKIT_CUDA_TU_BUDGET 40)
 set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/runtime.cu
   src/cuda/attention/fwd_dispatch.cu
+  src/cuda/attention/bwd_dispatch.cu
   src/cuda/gdn/decode.cu
 )
 
@@ -22,4 +23,10 @@ attnkit_instantiate(src/cuda/common/wgmma_smoke.cu.in wgmma_smoke_fp16 ELEMENT=c
 foreach(hd 64 128 256)
   attnkit_instantiate(src/cuda/attention/fwd_launch.cu.in attention_fwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
   attnkit_instantiate(src/cuda/attention/fwd_launch.cu.in attention_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
+endforeach()
+
+# Softmax attention backward: (dtype, head dim). D256 is not built yet.
+foreach(hd 64 128)
+  attnkit_instantiate(src/cuda/attention/bwd_launch.cu.in attention_bwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
+  attnkit_instantiate(src/cuda/attention/bwd_launch.cu.in attention_bwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
 endforeach()

@@ -13,6 +13,10 @@ namespace attnkit::cuda {
 Status attention_forward(const AttentionFwdParams&) {
   return Unsupported("attention_forward: this build has no CUDA kernels (configured without nvcc)");
 }
+Status attention_backward(const AttentionBwdParams&) {
+  return Unsupported("attention_backward: this build has no CUDA kernels (configured without nvcc)");
+}
+size_t attention_backward_workspace_size(const AttentionBwdParams&) { return 0; }
 }  // namespace attnkit::cuda
 
 namespace attnkit::cuda {

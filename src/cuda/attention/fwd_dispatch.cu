@@ -8,6 +8,7 @@
 
 #include "src/cuda/api.hpp"
 #include "src/cuda/attention/fwd_args.hpp"
+#include "src/cuda/attention/tma_checks.hpp"
 #include "src/cuda/runtime.hpp"
 
 namespace attnkit::cuda {
@@ -17,17 +18,6 @@ cudaError_t launch_attention_fwd(const AttnFwdArgs& a);
 }  // namespace attn
 
 namespace {
-
-// TMA needs 16-byte aligned base addresses and strides that are multiples of 16 bytes.
-Status check_tma_operand(const TensorView& t, const char* name) {
-  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
-    return InvalidArgument(std::string(name) + ": the CUDA kernels need a 16-byte aligned data pointer");
-  for (int d = 0; d + 1 < t.ndim; ++d)
-    if (t.sizes[d] > 1 && (t.strides[d] * 2) % 16 != 0)
-      return InvalidArgument(std::string(name) + ": the CUDA kernels need strides that are multiples of 8 elements, got " +
-                             std::to_string(t.strides[d]) + " at dim " + std::to_string(d));
-  return Status::Ok();
-}
 
 template <class Element>
 cudaError_t launch_for_head_dim(int d, const AttnFwdArgs& a) {

@@ -17,10 +17,12 @@ namespace attnkit::cuda::attn {
 
 using namespace cute;
 
-// Where sequence `b` sits: packed offsets for varlen, plain lengths otherwise.
+// Where sequence `b` sits: packed offsets for varlen, plain lengths otherwise (forward or
+// backward args: both have cu_seqlens_q/k and seqlen_q/k).
 struct SeqInfo {
   int offset_q, seqlen_q, offset_k, seqlen_k;
-  CUTE_DEVICE SeqInfo(const AttnFwdArgs& a, int b) {
+  template <class Args>
+  CUTE_DEVICE SeqInfo(const Args& a, int b) {
     if (a.cu_seqlens_q) {
       offset_q = a.cu_seqlens_q[b];
       seqlen_q = a.cu_seqlens_q[b + 1] - offset_q;

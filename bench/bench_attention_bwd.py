@@ -1,0 +1,150 @@
+"""bench/bench_attention_bwd.py — attnkit's softmax attention backward beside torch SDPA's cuDNN and
+flash backward in one process on one GPU. Prints a table of ratios and writes JSON lines.
+
+    python3 bench/bench_attention_bwd.py [--lib build-device/tools/libattnkit_c.so] [--out DIR] [--quick]
+
+FLOPs: 2.5 x the forward's 4*B*H*Sq*Sk*D, halved when causal (../shared/DESIGN.md). Timing: triton's
+do_bench (CUDA events, L2 flushed between runs), median. attnkit is timed on its backward call alone
+(out and LSE from its forward); the peers on torch.autograd.grad of a retained SDPA graph, which runs
+only their backward kernels. The deterministic column is attnkit with deterministic=True.
+"""
+import argparse, ctypes, datetime, json, os, subprocess
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from triton.testing import do_bench
+
+from bench_attention import Attnkit, load_lib, flops
+
+
+def load_bwd(path):
+    f = ctypes.CDLL(path).attnkit_c_attention_bwd
+    P, I64, I, D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
+    f.argtypes = [P] * 9 + [I64] * 6 + [I, I, I, I, I64, I64, D, D, P, P, I64, I64, I64, I, I, P, ctypes.c_char_p, I]
+    f.restype = I
+    return f
+
+
+def time_ms(fn):
+    return do_bench(fn, warmup=25, rep=200, return_mode="median")
+
+
+def sdpa_bwd_ms(backend, q, k, v, causal, dout):
+    gqa = q.shape[1] != k.shape[1]
+    try:
+        with sdpa_kernel([backend]):
+            qq, kk, vv = (t.detach().requires_grad_() for t in (q, k, v))
+            out = F.scaled_dot_product_attention(qq, kk, vv, is_causal=causal, enable_gqa=gqa)
+            fn = lambda: torch.autograd.grad(out, (qq, kk, vv), dout, retain_graph=True)
+            grads = fn()
+            return time_ms(fn), grads
+    except Exception:  # a backend may refuse a shape
+        return float("nan"), None
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", default="build-device/tools/libattnkit_c.so")
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    ak = Attnkit(load_lib(args.lib))
+    bwd = load_bwd(args.lib)
+    errbuf = ctypes.create_string_buffer(512)
+    dev = "cuda"
+    props = torch.cuda.get_device_properties(0)
+    meta = dict(gpu=torch.cuda.get_device_name(), sms=props.multi_processor_count, torch=torch.__version__,
+                date=datetime.date.today().isoformat())
+    try:
+        meta["clocks"] = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks.mem", "--format=csv,noheader"],
+                                        capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    print(json.dumps(meta))
+
+    def ak_bwd(q, k, v, out, lse, dout, dq, dk, dv, causal, layout, cu=None, max_len=0, det=False, split=False):
+        stream = torch.cuda.current_stream().cuda_stream
+        if cu is None:
+            B, Hq, Sq, D = q.shape
+            Hkv, Sk = k.shape[1], k.shape[2]
+            cu_ptr, n = None, 0
+        else:
+            B, (Sq, Hq, D), (Sk, Hkv) = 1, q.shape, k.shape[:2]
+            cu_ptr, n = cu.data_ptr(), cu.numel() - 1
+        rc = bwd(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), lse.data_ptr(), dout.data_ptr(), dq.data_ptr(),
+                 dk.data_ptr(), dv.data_ptr(), B, Sq, Sk, Hq, Hkv, D, 0, layout, int(causal), 0, -1, -1, 0.0, 0.0, cu_ptr, cu_ptr,
+                 n, max_len, max_len, int(split), int(det), stream, errbuf, 512)
+        if rc != 0:
+            raise RuntimeError(errbuf.value.decode())
+
+    rows = []
+    cases = []
+    for D in (64, 128):
+        H = 2048 // D
+        for S in ((2048, 8192) if args.quick else (512, 2048, 8192, 16384)):
+            for causal in (False, True):
+                cases.append((16384 // S, H, H, S, D, causal))
+    cases.append((2, 32, 8, 8192, 128, True))  # GQA 32q/8kv
+    print(f"{'case':38s} {'attnkit':>8s} {'determ.':>8s} {'cuDNN':>8s} {'flash':>8s} {'vs cuDNN':>9s} {'vs flash':>9s} "
+          f"{'det cost':>8s}  max|dq err| vs cuDNN")
+    for (B, Hq, Hkv, S, D, causal) in cases:
+        torch.manual_seed(0)
+        q = torch.randn(B, Hq, S, D, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(B, Hkv, S, D, device=dev, dtype=torch.bfloat16)
+        v = torch.randn(B, Hkv, S, D, device=dev, dtype=torch.bfloat16)
+        dout = torch.randn_like(q)
+        out = torch.empty_like(q)
+        lse = torch.empty(B, Hq, S, device=dev, dtype=torch.float32)
+        ak.fwd(q, k, v, out, lse, causal, 1)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        run = lambda det: ak_bwd(q, k, v, out, lse, dout, dq, dk, dv, causal, 1, det=det)
+        run(True)
+        det_ms = time_ms(lambda: run(True))
+        run(False)
+        ms = time_ms(lambda: run(False))
+        cud_ms, ref = sdpa_bwd_ms(SDPBackend.CUDNN_ATTENTION, q, k, v, causal, dout)
+        fl_ms, ref2 = sdpa_bwd_ms(SDPBackend.FLASH_ATTENTION, q, k, v, causal, dout)
+        ref = ref if ref is not None else ref2
+        err = (dq.float() - ref[0].float()).abs().max().item() if ref is not None else float("nan")
+        f = 2.5 * flops(B, Hq, S, S, D, causal)
+        row = dict(meta, op="attention_bwd", B=B, Hq=Hq, Hkv=Hkv, S=S, D=D, causal=causal, ms=ms, tflops=f / ms / 1e9,
+                   deterministic_ms=det_ms, cudnn_ms=cud_ms, cudnn_tflops=f / cud_ms / 1e9, flash_ms=fl_ms,
+                   flash_tflops=f / fl_ms / 1e9, ratio_cudnn=cud_ms / ms, ratio_flash=fl_ms / ms,
+                   deterministic_cost=det_ms / ms - 1, max_dq_err_vs_sdpa=err)
+        rows.append(row)
+        name = f"B{B} Hq{Hq} Hkv{Hkv} S{S} D{D}{' causal' if causal else ''}"
+        print(f"{name:38s} {row['tflops']:8.1f} {f / det_ms / 1e9:8.1f} {row['cudnn_tflops']:8.1f} {row['flash_tflops']:8.1f} "
+              f"{row['ratio_cudnn']:8.2f}x {row['ratio_flash']:8.2f}x {100 * row['deterministic_cost']:7.0f}%  {err:.3g}", flush=True)
+    # One varlen batch (as the forward benchmark): the peers run it padded to the longest sequence.
+    lens = [4096, 3000, 2500, 2048, 1800, 1500, 1000, 436]
+    cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), device=dev, dtype=torch.int32)
+    T, H, D = sum(lens), 16, 128
+    q = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16)
+    k, v, dout = torch.randn_like(q), torch.randn_like(q), torch.randn_like(q)
+    out = torch.empty_like(q)
+    lse = torch.empty(H, T, device=dev, dtype=torch.float32)
+    ak.fwd(q, k, v, out, lse, True, 0, cu, max(lens))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    run = lambda: ak_bwd(q, k, v, out, lse, dout, dq, dk, dv, True, 0, cu, max(lens))
+    run()
+    ms = time_ms(run)
+    f = 2.5 * sum(flops(1, H, L, L, D, True) for L in lens)
+    qp = torch.randn(len(lens), H, max(lens), D, device=dev, dtype=torch.bfloat16)
+    cud_ms, _ = sdpa_bwd_ms(SDPBackend.CUDNN_ATTENTION, qp, qp, qp, True, torch.randn_like(qp))
+    fl_ms, _ = sdpa_bwd_ms(SDPBackend.FLASH_ATTENTION, qp, qp, qp, True, torch.randn_like(qp))
+    row = dict(meta, op="attention_bwd_varlen", lens=lens, H=H, D=D, causal=True, ms=ms, tflops=f / ms / 1e9,
+               cudnn_padded_ms=cud_ms, flash_padded_ms=fl_ms, ratio_cudnn=cud_ms / ms, ratio_flash=fl_ms / ms)
+    rows.append(row)
+    print(f"{'varlen 8 seqs 16k tok H16 D128 causal':38s} {row['tflops']:8.1f} {'':>8s} {f / cud_ms / 1e9:8.1f} "
+          f"{f / fl_ms / 1e9:8.1f} {row['ratio_cudnn']:8.2f}x {row['ratio_flash']:8.2f}x  (peers padded)")
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "bench_attention_bwd.jsonl")
+    with open(path, "w") as fh:
+        for r in rows:
+            fh.write(json.dumps(r) + "\n")
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

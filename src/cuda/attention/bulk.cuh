@@ -1,0 +1,28 @@
+// src/cuda/attention/bulk.cuh — the 1-D bulk reduce-add (shared -> global fp32, in L2) and the
+// waits on its bulk group, as one thread issues them. CuTe has the bulk copies but not the add.
+#pragma once
+#include <cute/arch/copy_sm90_tma.hpp>
+
+namespace attnkit::cuda::attn {
+
+// global[0 .. bytes/4) += shared[0 .. bytes/4), element-wise in fp32; bytes a multiple of 16.
+CUTE_DEVICE void bulk_reduce_add_f32(float* global, const float* shared, int bytes) {
+  const uint32_t s = cute::cast_smem_ptr_to_uint(shared);
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(global), "r"(s), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// The last issued bulk op has finished reading shared memory (the buffer may be rewritten).
+CUTE_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+
+// Every issued bulk op has completed, its writes performed.
+CUTE_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+CUTE_DEVICE int load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+}  // namespace attnkit::cuda::attn

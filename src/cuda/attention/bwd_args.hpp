@@ -1,0 +1,63 @@
+// src/cuda/attention/bwd_args.hpp — what the host hands the backward kernels: raw pointers, strides
+// (in elements), sizes, options and the workspace carve-up. Plain data, no CUDA or CuTe types.
+//
+// Per-query fp32 buffers (lse2, delta, dq_accum) use "padded rows": sequence b starts at
+// row_base(b), a multiple of kBlockM, and owns ceil(len / kBlockM) * kBlockM rows, so every query
+// tile is whole and contiguous. Rows past a sequence's end hold lse2 = +inf and delta = 0, which
+// makes their probabilities, and so every gradient they would feed, exactly 0.
+#pragma once
+#include <cstdint>
+
+#include "attnkit/semantics/mask.hpp"
+
+namespace attnkit::cuda {
+
+struct AttnBwdArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* out = nullptr;
+  const void* dout = nullptr;
+  const float* lse = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  // Strides of (batch, seq, head); varlen tensors have batch stride 0.
+  int64_t q_stride[3] = {}, k_stride[3] = {}, v_stride[3] = {}, o_stride[3] = {}, do_stride[3] = {};
+  int64_t dq_stride[3] = {}, dk_stride[3] = {}, dv_stride[3] = {};
+  int64_t lse_stride[3] = {};  // (batch, head, seq); varlen: (0, head, token)
+  int batch = 0;
+  int seqlen_q = 0, seqlen_k = 0;  // dense lengths, or the packed totals when varlen
+  int max_seqlen_q = 0, max_seqlen_k = 0;
+  int heads_q = 0, heads_kv = 0;
+  int head_dim = 0;
+  const int32_t* cu_seqlens_q = nullptr;  // device pointers, both set for varlen
+  const int32_t* cu_seqlens_k = nullptr;
+  float scale = 1.f;
+  float softcap = 0.f;
+  MaskOptions mask;
+  bool split_dkv = false;      // GQA: per-query-head dK/dV buffers summed in order (else fp32 atomics)
+  bool deterministic = false;  // dQ tiles are added in key-tile order (a semaphore per query tile)
+
+  // Workspace (fp32 unless noted), carved by the dispatcher.
+  int rows_padded = 0;          // padded query rows per head (see above)
+  float* lse2 = nullptr;        // [heads_q, rows_padded]: lse * log2(e), +inf where no key / padding
+  float* delta = nullptr;       // [heads_q, rows_padded]: rowsum(dO * O)
+  float* dq_accum = nullptr;    // [heads_q, rows_padded / kBlockM] tiles of kBlockM * D, MMA order
+  float* dk_accum = nullptr;    // GQA only: [rows_k, heads_kv or heads_q, D] (atomic or split)
+  float* dv_accum = nullptr;
+  int* dq_semaphore = nullptr;  // deterministic only: [heads_q, rows_padded / kBlockM] int
+  void* stream = nullptr;
+};
+
+// First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).
+inline constexpr int kBwdBlockM = 64;
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+inline int bwd_row_base(const AttnBwdArgs& a, int b, int cu_q_b) {
+  if (!a.cu_seqlens_q) return b * ((a.seqlen_q + kBwdBlockM - 1) / kBwdBlockM) * kBwdBlockM;
+  return (cu_q_b + b * kBwdBlockM) / kBwdBlockM * kBwdBlockM;
+}
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,183 @@
+// src/cuda/attention/bwd_consumer.cuh — a consumer warpgroup of the backward kernel: dK and dV of
+// its 64 keys accumulated over the query tiles in registers, dQ of each query tile computed by both
+// warpgroups (head-dim halves) and added to the fp32 dq_accum with one bulk reduce-add per tile.
+//
+// Per query tile m (stage s):
+//   issue S^T = K Q^T, dP^T = V dO^T  ->  wait S  ->  P = exp2(S * scale * log2 e - lse2), masked
+//   ->  issue dV += P^T dO  ->  wait dP  ->  dS = P * (dP - delta) (* tanh' with softcap)
+//   ->  store dS^T into sdS  ->  [barrier: sdS whole]  ->  issue dK += dS^T Q and dQ = dS K
+//   ->  wait all, release Q/dO  ->  dQ into the staging buffer  ->  [barrier]  ->  one thread
+//   issues the reduce-add (in key-tile order when deterministic).
+#pragma once
+#include "src/cuda/attention/bulk.cuh"
+#include "src/cuda/attention/bwd_epilogue.cuh"
+#include "src/cuda/attention/bwd_producer.cuh"
+#include "src/cuda/attention/fragment.cuh"
+#include "src/cuda/attention/mma.cuh"
+
+namespace attnkit::cuda::attn {
+
+// Named barriers over the 256 consumer threads (0 is __syncthreads).
+enum BwdBarrier : int { kDsReady = 1, kDqStaged = 2 };
+
+template <class Traits>
+struct BwdConsumer {
+  using T = Traits;
+  using Element = typename T::Element;
+  typename T::TiledMmaSdP mma_sdp;
+  typename T::TiledMmadV mma_dv;
+  typename T::TiledMmadK mma_dk;
+  typename T::TiledMmadQ mma_dq;
+  int thread_idx;  // 0 .. 255 over both consumer warpgroups
+  int wg;
+
+  CUTE_DEVICE BwdConsumer() : thread_idx(threadIdx.x - 128), wg(__shfl_sync(0xffffffff, (threadIdx.x - 128) / 128, 0)) {}
+
+  CUTE_DEVICE void run(const BwdParams<T>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
+                       typename T::Pipeline& pipe_do) {
+    const AttnBwdArgs& a = params.args;
+    const BwdTileInfo<T> tile(a);
+    if (tile.skip()) return;
+    Tensor tdVrdV = partition_fragment_C(mma_dv, Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{});  // fp32 [64, D] / 128 threads
+    Tensor tdKrdK = partition_fragment_C(mma_dk, Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{});
+    clear(tdVrdV);
+    clear(tdKrdK);
+
+    if (tile.m_begin < tile.m_end) {
+      smem.barrier_kv.wait(0);
+      typename T::PipelineState state;  // index 0, phase 0
+      for (int m = tile.m_begin; m < tile.m_end; ++m, ++state)
+        query_tile(a, tile, smem, pipe_q, pipe_do, state, m, tdVrdV, tdKrdK);
+      if (thread_idx == 0) bulk_wait_all();  // the staging buffer must outlive the last reduce-add
+    }
+
+    // dK carries the score scale (S = scale * Q K^T); dV does not.
+    CUTE_UNROLL
+    for (int i = 0; i < size(tdKrdK); ++i) tdKrdK(i) *= a.scale;
+    Tensor cKV = as_rowcol(mma_dv.get_thread_slice(thread_idx).partition_C(
+        make_identity_tensor(Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{})));  // (key, d) of each register
+    store_dkv<T>(a, tile, as_rowcol(tdKrdK), cKV, a.dk, a.dk_stride, a.dk_accum);
+    store_dkv<T>(a, tile, as_rowcol(tdVrdV), cKV, a.dv, a.dv_stride, a.dv_accum);
+  }
+
+  // One query tile m: dV, dK += its contributions; its dQ partial added to dq_accum.
+  template <class TAcc>
+  CUTE_DEVICE void query_tile(const AttnBwdArgs& a, const BwdTileInfo<T>& tile, typename T::SharedStorage& smem,
+                              typename T::Pipeline& pipe_q, typename T::Pipeline& pipe_do, typename T::PipelineState state, int m,
+                              TAcc& tdVrdV, TAcc& tdKrdK) {
+    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
+    Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
+    Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
+    Tensor sdOt = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQt{}); // [D, M, stage]
+    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});       // [N, D]
+    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutK{});       // [N, D]
+    Tensor sKt = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutKt{});     // [D, N]
+    Tensor sdS = make_tensor(make_smem_ptr(smem.ds.data()), typename T::SmemLayoutdS{});    // [M, N]
+    Tensor sdSt = make_tensor(make_smem_ptr(smem.ds.data()), typename T::SmemLayoutdSt{});  // [N, M]
+    auto wg_sdp = mma_sdp.get_slice(wg * 128);  // operand descriptors are per warpgroup
+    auto wg_dv = mma_dv.get_slice(wg * 128);
+    auto wg_dk = mma_dk.get_slice(wg * 128);
+    auto wg_dq = mma_dq.get_slice(wg * 128);
+    Tensor tSrK = wg_sdp.partition_fragment_A(sK);      // this warpgroup's 64 keys
+    Tensor tSrQ = wg_sdp.partition_fragment_B(sQ);      // (.., stage)
+    Tensor tdPrV = wg_sdp.partition_fragment_A(sV);
+    Tensor tdPrdO = wg_sdp.partition_fragment_B(sdO);   // (.., stage)
+    Tensor tdVrdO = wg_dv.partition_fragment_B(sdOt);   // (.., stage)
+    Tensor tdKrdS = wg_dk.partition_fragment_A(sdSt);   // this warpgroup's 64 keys
+    Tensor tdKrQ = wg_dk.partition_fragment_B(sQt);     // (.., stage)
+    Tensor tdQrdS = wg_dq.partition_fragment_A(sdS);
+    Tensor tdQrK = wg_dq.partition_fragment_B(sKt);     // this warpgroup's D/2 columns
+
+    const int s = state.index();
+    Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<T::kBlockN>, Int<T::kBlockM>>{});   // fp32 [64k, M] / 128 threads
+    Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<T::kBlockN>, Int<T::kBlockM>>{});
+    pipe_q.consumer_wait(state);
+    gemm_ss_zero(mma_sdp, tSrK, tSrQ(_, _, _, s), tSrS);
+    pipe_do.consumer_wait(state);
+    gemm_ss_zero(mma_sdp, tdPrV, tdPrdO(_, _, _, s), tdPrdP);
+
+    // (key, query) within the tile of each S register, in register order.
+    Tensor cS = mma_sdp.get_thread_slice(thread_idx).partition_C(make_identity_tensor(Shape<Int<T::kBlockN>, Int<T::kBlockM>>{}));
+    const float* lse2 = smem.lse2.data() + s * T::kBlockM;
+    const float* delta = smem.delta.data() + s * T::kBlockM;
+    const int key0 = tile.n_block * T::kBlockN, row0 = m * T::kBlockM;
+    // Per-element masking unless every key of this warpgroup is visible to every query row of the
+    // tile (rows past the sequence end have lse2 = +inf and so P = 0 without a mask).
+    const int wg_key_first = key0 + wg * 64, wg_key_last = wg_key_first + 63;
+    const int last_row = min(row0 + T::kBlockM, tile.seq.seqlen_q) - 1;
+    const bool needs_mask = wg_key_last >= tile.seq.seqlen_k || tile.rule.lo(last_row) > wg_key_first ||
+                            tile.rule.hi(row0) < wg_key_last;
+    const bool softcap = a.softcap > 0.f;
+    const float scale_log2 = softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E);
+    const float softcap_in = softcap ? a.scale / a.softcap : 0.f;
+
+    warpgroup_wait<1>();  // S^T ready; dP^T may still run
+    warpgroup_fence_operand(tSrS);
+    Tensor tdVrP = make_tensor<Element>(acc_as_operand_a_layout(tSrS.layout()));  // P^T as the A operand of dV
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) {
+      const int key = key0 + get<0>(cS(i)), row = row0 + get<1>(cS(i));
+      float x = tSrS(i), dtanh = 1.f;
+      if (softcap) {
+        const float t = tanhf(x * softcap_in);
+        x = a.softcap * t;
+        dtanh = 1.f - t * t;
+      }
+      const bool visible = !needs_mask || (key < tile.seq.seqlen_k && key >= tile.rule.lo(row) && key <= tile.rule.hi(row));
+      const float p = visible ? exp2f(x * scale_log2 - lse2[get<1>(cS(i))]) : 0.f;
+      tdVrP(i) = Element(p);
+      tSrS(i) = p * dtanh;  // what dS needs
+    }
+    gemm_rs(mma_dv, tdVrP, tdVrdO(_, _, _, s), tdVrdV);
+
+    warpgroup_wait<1>();  // dP^T ready; dV may still run
+    warpgroup_fence_operand(tdPrdP);
+    Tensor tdSsdS = mma_sdp.get_thread_slice(thread_idx).partition_C(sdSt);  // where this thread's dS^T goes
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) tdSsdS(i) = Element(tSrS(i) * (tdPrdP(i) - delta[get<1>(cS(i))]));
+    cutlass::arch::fence_view_async_shared();  // dS^T writes -> visible to WGMMA (async proxy)
+    if (thread_idx == 0) bulk_wait_read();      // the previous tile's reduce-add is done with smem.dq
+    cutlass::arch::NamedBarrier::sync(256, kDsReady);
+
+    gemm_ss(mma_dk, tdKrdS, tdKrQ(_, _, _, s), tdKrdK);
+    Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [M, D/2] / 128 threads
+    gemm_ss_zero(mma_dq, tdQrdS, tdQrK, tdQrdQ);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tdQrdQ);
+    warpgroup_fence_operand(tdVrdV);
+    warpgroup_fence_operand(tdKrdK);
+    pipe_q.consumer_release(state);
+    pipe_do.consumer_release(state);
+
+    // Staging order: float4 j of thread t at (j * 256 + t) * 4 — conflict-free stores; the
+    // postprocess reads it back with the same MMA partitioning.
+    static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
+    CUTE_UNROLL
+    for (int j = 0; j < size(tdQrdQ) / 4; ++j)
+      reinterpret_cast<float4*>(smem.dq.data())[j * 256 + thread_idx] =
+          make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
+    cutlass::arch::fence_view_async_shared();
+    cutlass::arch::NamedBarrier::sync(256, kDqStaged);
+    if (thread_idx == 0) add_dq_tile(a, tile, smem, m);
+  }
+
+  // One thread: dq_accum tile m += the staged partial. Deterministic mode waits for the key tiles
+  // before this one (in order) and lets the next one go once the add has landed.
+  CUTE_DEVICE void add_dq_tile(const AttnBwdArgs& a, const BwdTileInfo<T>& tile, typename T::SharedStorage& smem, int m) {
+    const int64_t rows = tile.row_block(a, m);
+    int* sem = a.deterministic ? a.dq_semaphore + rows / T::kBlockM : nullptr;
+    if (sem) {
+      const int turn = tile.n_block - tile.first_key_tile(m);
+      while (load_acquire(sem) != turn) {
+      }
+    }
+    bulk_reduce_add_f32(a.dq_accum + rows * T::kHeadDim, smem.dq.data(), T::kDqFloats * sizeof(float));
+    if (sem) {
+      bulk_wait_all();
+      __threadfence();
+      atomicAdd(sem, 1);
+    }
+  }
+};
+
+}  // namespace attnkit::cuda::attn

@@ -1,0 +1,57 @@
+// src/cuda/attention/bwd_kernel.cuh — softmax attention backward on Hopper: the main kernel entry.
+//
+// One CTA per (key tile, query head, sequence) of 3 warpgroups. Warpgroup 0 is the producer
+// (bwd_producer.cuh: TMA loads; registers given away); warpgroups 1 and 2 are the consumers
+// (bwd_consumer.cuh). Shared state: one barrier for K and V, and the Q and dO pipelines.
+// Runs between bwd_prepost.cuh's preprocess (lse2, delta) and postprocess (dq, GQA dk/dv).
+#pragma once
+#include <cutlass/arch/reg_reconfig.h>
+
+#include "src/cuda/attention/bwd_consumer.cuh"
+
+namespace attnkit::cuda::attn {
+
+template <class Traits, bool kInitBarriers = false>
+CUTE_DEVICE typename Traits::Pipeline make_bwd_pipeline(typename Traits::Pipeline::SharedStorage& storage, bool producer) {
+  typename Traits::Pipeline::Params pp;
+  pp.role = producer ? Traits::Pipeline::ThreadCategory::Producer : Traits::Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = 128 * Traits::kConsumerWGs;
+  pp.transaction_bytes = Traits::kTmaBytesQ;
+  return typename Traits::Pipeline(storage, pp, Shape<_1, _1, _1>{}, cute::bool_constant<kInitBarriers>{});
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(Traits::kThreads, 1) attention_bwd_kernel(CUTE_GRID_CONSTANT const BwdParams<Traits> params) {
+  using T = Traits;
+  extern __shared__ char smem_raw[];
+  auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
+  const int warp = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
+  const int wg = warp / 4;
+  if (warp == 0 && cute::elect_one_sync()) {
+    cute::prefetch_tma_descriptor(params.tma_q.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_do.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
+    cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
+    smem.barrier_kv.init(1);
+  }
+  make_bwd_pipeline<T, true>(smem.pipeline_q, wg == 0);  // initialises the Q and dO barriers
+  make_bwd_pipeline<T, true>(smem.pipeline_do, wg == 0);
+  __syncthreads();
+
+  if (wg == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();
+    if (warp == 0 && cute::elect_one_sync()) {
+      auto pipe_q = make_bwd_pipeline<T>(smem.pipeline_q, true);
+      auto pipe_do = make_bwd_pipeline<T>(smem.pipeline_do, true);
+      bwd_producer<T>(params, smem, pipe_q, pipe_do);
+    }
+  } else {
+    cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
+    auto pipe_q = make_bwd_pipeline<T>(smem.pipeline_q, false);
+    auto pipe_do = make_bwd_pipeline<T>(smem.pipeline_do, false);
+    BwdConsumer<T>().run(params, smem, pipe_q, pipe_do);
+  }
+}
+
+}  // namespace attnkit::cuda::attn

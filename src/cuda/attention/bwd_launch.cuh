@@ -1,0 +1,72 @@
+// src/cuda/attention/bwd_launch.cuh — host side of one backward instantiation: zero the fp32
+// accumulators, preprocess, main kernel over (key tile, query head, sequence), postprocess.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "src/cuda/attention/bwd_kernel.cuh"
+#include "src/cuda/attention/bwd_prepost.cuh"
+#include "src/cuda/smem_optin.cuh"
+
+namespace attnkit::cuda::attn {
+
+template <class Element, int kHeadDim>
+cudaError_t launch_attention_bwd(const AttnBwdArgs& a) {
+  using T = BwdTraits<Element, kHeadDim>;
+  auto stream = static_cast<cudaStream_t>(a.stream);
+  const bool varlen = a.cu_seqlens_q != nullptr;
+  const bool gqa = a.heads_q != a.heads_kv;
+  const int64_t rows_k = varlen ? a.seqlen_k : int64_t(a.batch) * a.seqlen_k;
+  const int64_t q_rows = int64_t(a.heads_q) * a.rows_padded;
+  cudaError_t err = cudaMemsetAsync(a.dq_accum, 0, q_rows * kHeadDim * sizeof(float), stream);
+  if (err == cudaSuccess && a.deterministic) err = cudaMemsetAsync(a.dq_semaphore, 0, q_rows / T::kBlockM * sizeof(int), stream);
+  if (err == cudaSuccess && gqa && !a.split_dkv) {
+    const size_t bytes = rows_k * a.heads_kv * kHeadDim * sizeof(float);
+    err = cudaMemsetAsync(a.dk_accum, 0, bytes, stream);
+    if (err == cudaSuccess) err = cudaMemsetAsync(a.dv_accum, 0, bytes, stream);
+  }
+  if (err != cudaSuccess) return err;
+  if (a.batch == 0 || a.heads_q == 0) return cudaSuccess;
+
+  const int max_rows = (a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM * T::kBlockM;
+  if (max_rows > 0) {
+    const dim3 grid((max_rows + kPreprocessRows - 1) / kPreprocessRows, a.heads_q, a.batch);
+    attention_bwd_preprocess_kernel<Element><<<grid, 256, 0, stream>>>(a);
+  }
+
+  const int batch_dim = varlen ? 1 : a.batch;
+  auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };
+  BwdParams<T> p;
+  p.args = a;
+  // Empty sides still get a valid TMA descriptor (never read: no query tile meets a key tile).
+  p.shape_q = make_shape(std::max(a.seqlen_q, 1), kHeadDim, a.heads_q, batch_dim);
+  p.shape_k = make_shape(std::max(a.seqlen_k, 1), kHeadDim, a.heads_kv, batch_dim);
+  auto gmem = [&](const void* ptr, auto shape, const int64_t* s, int len) {
+    return make_tensor(make_gmem_ptr(static_cast<Element const*>(ptr)), shape, make_stride(s[1], _1{}, s[2], bstride(s, len)));
+  };
+  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, gmem(a.q, p.shape_q, a.q_stride, a.seqlen_q), take<0, 2>(typename T::SmemLayoutQ{}),
+                          Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{});
+  p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, gmem(a.dout, p.shape_q, a.do_stride, a.seqlen_q), take<0, 2>(typename T::SmemLayoutQ{}),
+                           Shape<Int<T::kBlockM>, Int<kHeadDim>>{}, _1{});
+  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, gmem(a.k, p.shape_k, a.k_stride, a.seqlen_k), typename T::SmemLayoutK{},
+                          Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
+  p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, gmem(a.v, p.shape_k, a.v_stride, a.seqlen_k), typename T::SmemLayoutK{},
+                          Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
+  const int n_blocks = (a.max_seqlen_k + T::kBlockN - 1) / T::kBlockN;
+  if (n_blocks > 0) {  // also with no queries: dK and dV are then written as zeros
+    err = ensure_dynamic_smem<attention_bwd_kernel<T>>(T::kSmemBytes);
+    if (err != cudaSuccess) return err;
+    attention_bwd_kernel<T><<<dim3(n_blocks, a.heads_q, a.batch), T::kThreads, T::kSmemBytes, stream>>>(p);
+  }
+  if (max_rows > 0) attention_bwd_dq_kernel<T><<<dim3(max_rows / T::kBlockM, a.heads_q, a.batch), 256, 0, stream>>>(a);
+  if (gqa && rows_k > 0) {
+    const int64_t pairs = rows_k * a.heads_kv * (kHeadDim / 2);
+    const int blocks = static_cast<int>(std::min<int64_t>((pairs + 255) / 256, 32 * 132));
+    attention_bwd_dkv_kernel<Element><<<blocks, 256, 0, stream>>>(a, rows_k);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace attnkit::cuda::attn

@@ -1,0 +1,124 @@
+// src/cuda/attention/bwd_prepost.cuh — the small kernels around the backward main kernel.
+//
+//  preprocess:  per query row, delta = rowsum(dO * O) (fp32) and lse2 = lse * log2(e), into the
+//               padded-row buffers (padding and rows with no visible key get lse2 = +inf, delta 0).
+//  dq:          dq = scale * dq_accum, read back in the MMA order the main kernel staged it in.
+//  dkv (GQA):   dk, dv = the fp32 kv-head buffer (atomic), or the ordered sum over the query heads
+//               of the group (split), converted.
+#pragma once
+#include "src/cuda/attention/bwd_tile.cuh"
+#include "src/cuda/attention/bwd_traits.cuh"
+#include "src/cuda/attention/fragment.cuh"
+
+namespace attnkit::cuda::attn {
+
+struct QuerySeq {
+  int offset, len;
+  CUTE_DEVICE QuerySeq(const AttnBwdArgs& a, int b)
+      : offset(a.cu_seqlens_q ? a.cu_seqlens_q[b] : 0), len(a.cu_seqlens_q ? a.cu_seqlens_q[b + 1] - offset : a.seqlen_q) {}
+};
+
+constexpr int kPreprocessRows = 8;  // one warp per row
+
+// grid (ceil(max padded rows / 8), heads_q, batch), 256 threads.
+template <class Element>
+__global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const AttnBwdArgs a) {
+  const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x % 32;
+  const int r = blockIdx.x * kPreprocessRows + threadIdx.x / 32;
+  const QuerySeq seq(a, b);
+  if (r >= (seq.len + kBwdBlockM - 1) / kBwdBlockM * kBwdBlockM) return;
+  const bool varlen = a.cu_seqlens_q != nullptr;
+  float delta = 0.f, lse2 = INFINITY;
+  if (r < seq.len) {
+    const int64_t token = int64_t(seq.offset) + r;
+    const Element* o = static_cast<const Element*>(a.out) + (varlen ? 0 : b * a.o_stride[0]) + token * a.o_stride[1] + h * a.o_stride[2];
+    const Element* g = static_cast<const Element*>(a.dout) + (varlen ? 0 : b * a.do_stride[0]) + token * a.do_stride[1] +
+                       h * a.do_stride[2];
+    for (int c = 2 * lane; c < a.head_dim; c += 64) delta += float(o[c]) * float(g[c]) + float(o[c + 1]) * float(g[c + 1]);
+    for (int w = 16; w > 0; w /= 2) delta += __shfl_xor_sync(0xffffffff, delta, w);
+    const float lse = a.lse[(varlen ? 0 : b * a.lse_stride[0]) + h * a.lse_stride[1] + token * a.lse_stride[2]];
+    lse2 = lse == -INFINITY ? INFINITY : lse * float(M_LOG2E);
+  }
+  if (lane == 0) {
+    const int64_t idx = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset) + r;
+    a.delta[idx] = delta;
+    a.lse2[idx] = lse2;
+  }
+}
+
+// grid (query tiles of the longest sequence, heads_q, batch), 256 threads: thread t takes the
+// registers consumer thread t staged.
+template <class Traits>
+__global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs a) {
+  using T = Traits;
+  using Element = typename T::Element;
+  const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
+  const QuerySeq seq(a, b);
+  if (m * T::kBlockM >= seq.len) return;
+  typename T::TiledMmadQ mma;
+  Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [M, D/2] / 128 threads
+  const int64_t rows = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset) + m * T::kBlockM;
+  const float4* src = reinterpret_cast<const float4*>(a.dq_accum + rows * T::kHeadDim);
+  CUTE_UNROLL
+  for (int j = 0; j < size(acc) / 4; ++j) {
+    const float4 v = src[j * 256 + t];
+    acc(4 * j) = v.x;
+    acc(4 * j + 1) = v.y;
+    acc(4 * j + 2) = v.z;
+    acc(4 * j + 3) = v.w;
+  }
+  Tensor acc_rc = as_rowcol(acc);
+  Tensor c_rc = as_rowcol(mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
+  const bool varlen = a.cu_seqlens_q != nullptr;
+  CUTE_UNROLL
+  for (int mi = 0; mi < size<0>(acc_rc); ++mi) {
+    const int row = m * T::kBlockM + get<0>(c_rc(mi, 0));
+    if (row >= seq.len) continue;
+    Element* out = static_cast<Element*>(a.dq) + (varlen ? 0 : b * a.dq_stride[0]) + (int64_t(seq.offset) + row) * a.dq_stride[1] +
+                   h * a.dq_stride[2];
+    CUTE_UNROLL
+    for (int ni = 0; ni < size<1>(acc_rc); ni += 2) {  // columns (c, c + 1) are adjacent registers
+      cutlass::Array<Element, 2> pair;
+      pair[0] = Element(a.scale * acc_rc(mi, ni));
+      pair[1] = Element(a.scale * acc_rc(mi, ni + 1));
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(out + get<1>(c_rc(mi, ni))) = pair;
+    }
+  }
+}
+
+// GQA only. grid-stride over (row_k, kv head, column pair); rows_k = keys of all sequences.
+template <class Element>
+__global__ void __launch_bounds__(256) attention_bwd_dkv_kernel(const AttnBwdArgs a, int64_t rows_k) {
+  const int D = a.head_dim, group = a.heads_q / a.heads_kv;
+  const int64_t pairs = rows_k * a.heads_kv * (D / 2);
+  const bool varlen = a.cu_seqlens_k != nullptr;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < pairs; i += int64_t(gridDim.x) * blockDim.x) {
+    const int c = int(i % (D / 2)) * 2;
+    const int hk = int(i / (D / 2) % a.heads_kv);
+    const int64_t row = i / (D / 2) / a.heads_kv;
+    const int64_t bb = varlen ? 0 : row / a.seqlen_k, token = varlen ? row : row % a.seqlen_k;
+    for (int which = 0; which < 2; ++which) {
+      const float* acc = which == 0 ? a.dk_accum : a.dv_accum;
+      float x0 = 0.f, x1 = 0.f;
+      if (a.split_dkv) {
+        for (int g = 0; g < group; ++g) {  // ascending query head: a fixed order
+          const float* p = acc + (row * a.heads_q + hk * group + g) * D + c;
+          x0 += p[0];
+          x1 += p[1];
+        }
+      } else {
+        const float* p = acc + (row * a.heads_kv + hk) * D + c;
+        x0 = p[0];
+        x1 = p[1];
+      }
+      const int64_t* st = which == 0 ? a.dk_stride : a.dv_stride;
+      Element* out = static_cast<Element*>(which == 0 ? a.dk : a.dv) + bb * st[0] + token * st[1] + hk * st[2] + c;
+      cutlass::Array<Element, 2> pair;
+      pair[0] = Element(x0);
+      pair[1] = Element(x1);
+      *reinterpret_cast<cutlass::Array<Element, 2>*>(out) = pair;
+    }
+  }
+}
+
+}  // namespace attnkit::cuda::attn

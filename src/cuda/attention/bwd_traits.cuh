@@ -1,0 +1,107 @@
+// src/cuda/attention/bwd_traits.cuh — compile-time shape of the backward kernel for one
+// (element type, head dim): tiles, warp roles, shared-memory layouts, TMA and WGMMA types.
+//
+// A CTA owns a key tile of kBlockN = 128 keys of one (query head, sequence) and streams the query
+// tiles (kBlockM = 64 rows) that see it. Warpgroup 0 is the producer; consumer warpgroup w owns
+// keys [64w, 64w + 64) of the tile for the transposed products and dK/dV, and head-dim columns
+// [wD/2, (w+1)D/2) for dQ:
+//   S^T [64k, M]   = K_w [64k, D] . Q^T           SS, both K-major
+//   dP^T [64k, M]  = V_w [64k, D] . dO^T          SS, both K-major
+//   dV_w [64k, D] += P^T [64k, M] . dO [M, D]     RS, dO read MN-major (its transposed view)
+//   dK_w [64k, D] += dS^T [64k, M] . Q [M, D]     SS, dS^T from shared memory, Q read MN-major
+//   dQ [M, D/2]    = dS [M, N] . K [N, D/2]       SS, dS stored M-major by the transposed writes
+#pragma once
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
+#include <cutlass/pipeline/sm90_pipeline.hpp>
+
+#include "src/cuda/attention/bwd_args.hpp"
+
+namespace attnkit::cuda::attn {
+
+using namespace cute;
+
+template <class Element_, int kHeadDim_>
+struct BwdTraits {
+  using Element = Element_;
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockM = kBwdBlockM;  // query rows per streamed tile
+  static constexpr int kBlockN = 128;         // keys per CTA (64 per consumer warpgroup)
+  static constexpr int kStages = 2;           // Q and dO pipeline depth
+  static constexpr int kConsumerWGs = 2;
+  static constexpr int kThreads = 128 * (kConsumerWGs + 1);
+  static constexpr int kProducerRegs = 24;  // 128 * producer + 256 * consumer <= 64512
+  static constexpr int kConsumerRegs = 240;
+
+  // S^T and dP^T: two 64-key atoms stacked along M.
+  using TiledMmaSdP = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(), Layout<Shape<_2, _1, _1>>{}));
+  // dV: P^T from registers; dK: dS^T from shared memory (it is stored there for dQ anyway, and
+  // keeping it in registers too would cost 16 of them at the kernel's register peak). dO and Q
+  // are read MN-major.
+  using TiledMmadV = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  using TiledMmadK = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K, GMMA::Major::MN>(),
+      Layout<Shape<_2, _1, _1>>{}));
+  // dQ: two atoms side by side along N (head-dim halves), both operands MN-major.
+  using TiledMmadQ = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBlockM>, Int<kHeadDim / 2>, Int<kBlockN>>,
+                                                                  GMMA::Major::MN, GMMA::Major::MN>(),
+                                             Layout<Shape<_1, _2, _1>>{}));
+
+  // sQ, sdO [M, D, stage] and sK, sV [N, D]: K-major (D contiguous), swizzled.
+  using SmemLayoutAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());
+  using SmemLayoutQ = decltype(tile_to_shape(SmemLayoutAtomQ{}, Shape<Int<kBlockM>, Int<kHeadDim>, Int<kStages>>{}));
+  using SmemLayoutAtomK = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockN>, Int<kHeadDim>>());
+  using SmemLayoutK = decltype(tile_to_shape(SmemLayoutAtomK{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}));
+  // Transposed views of the same bytes: Qt(d, m, s) = Q(m, d, s), Kt(d, n) = K(n, d).
+  using SmemLayoutQt = decltype(composition(SmemLayoutQ{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockM>, Int<kStages>>{},
+                                                                       Stride<Int<kBlockM>, _1, Int<kBlockM * kHeadDim>>{})));
+  using SmemLayoutKt = decltype(composition(SmemLayoutK{}, make_layout(Shape<Int<kHeadDim>, Int<kBlockN>>{}, Stride<Int<kBlockN>, _1>{})));
+  // sdS [M, N] M-major (the A operand of dQ); written through its transpose dSt(n, m) = dS(m, n).
+  using SmemLayoutAtomdS = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element, Int<kBlockM>, Int<kBlockN>>());
+  using SmemLayoutdS = decltype(tile_to_shape(SmemLayoutAtomdS{}, Shape<Int<kBlockM>, Int<kBlockN>>{}, Step<_2, _1>{}));
+  using SmemLayoutdSt = decltype(composition(SmemLayoutdS{}, make_layout(Shape<Int<kBlockN>, Int<kBlockM>>{}, Stride<Int<kBlockM>, _1>{})));
+
+  // Global views for TMA: (seq, d, head, batch), D contiguous.
+  using ShapeQKV = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using StrideQKV = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), ShapeQKV{}, StrideQKV{}));
+  using TmaQ = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, take<0, 2>(SmemLayoutQ{}), Shape<Int<kBlockM>, Int<kHeadDim>>{}, _1{}));
+  using TmaK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, SmemLayoutK{}, Shape<Int<kBlockN>, Int<kHeadDim>>{}, _1{}));
+  static constexpr uint32_t kRowBytes = kBlockM * sizeof(float);  // one tile's lse2 or delta
+  static constexpr uint32_t kTmaBytesQ = kBlockM * kHeadDim * sizeof(Element) + kRowBytes;
+  static constexpr uint32_t kTmaBytesKV = 2 * kBlockN * kHeadDim * sizeof(Element);
+  static constexpr int kDqFloats = kBlockM * kHeadDim;  // one query tile's dQ partial
+
+  using Pipeline = cutlass::PipelineTmaAsync<kStages>;
+  using PipelineState = cutlass::PipelineState<kStages>;
+
+  struct SharedStorage {
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> q;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> dout;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>, 1024> ds;
+    cute::array_aligned<float, kDqFloats, 128> dq;  // staging for the bulk reduce-add, MMA order
+    cute::array_aligned<float, kBlockM * kStages, 16> lse2;
+    cute::array_aligned<float, kBlockM * kStages, 16> delta;
+    typename Pipeline::SharedStorage pipeline_q;   // Q + lse2
+    typename Pipeline::SharedStorage pipeline_do;  // dO + delta
+    cutlass::arch::ClusterTransactionBarrier barrier_kv;  // K and V landed (once per CTA)
+  };
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
+};
+
+template <class Traits>
+struct BwdParams {
+  typename Traits::TmaQ tma_q, tma_do;
+  typename Traits::TmaK tma_k, tma_v;
+  typename Traits::ShapeQKV shape_q, shape_k;
+  AttnBwdArgs args;
+};
+
+}  // namespace attnkit::cuda::attn

@@ -1,0 +1,22 @@
+// src/cuda/attention/tma_checks.hpp — what the TMA-fed attention kernels ask of a tensor beyond
+// the op's own validation: a 16-byte aligned base and strides of whole 16-byte units.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "attnkit/status.hpp"
+#include "attnkit/tensor.hpp"
+
+namespace attnkit::cuda {
+
+inline Status check_tma_operand(const TensorView& t, const char* name) {
+  if (reinterpret_cast<uintptr_t>(t.data) % 16 != 0)
+    return InvalidArgument(std::string(name) + ": the CUDA kernels need a 16-byte aligned data pointer");
+  for (int d = 0; d + 1 < t.ndim; ++d)
+    if (t.sizes[d] > 1 && (t.strides[d] * static_cast<int64_t>(dtype_size(t.dtype))) % 16 != 0)
+      return InvalidArgument(std::string(name) + ": the CUDA kernels need strides that are multiples of 16 bytes, got " +
+                             std::to_string(t.strides[d]) + " elements at dim " + std::to_string(d));
+  return Status::Ok();
+}
+
+}  // namespace attnkit::cuda

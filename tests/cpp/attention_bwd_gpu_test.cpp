@@ -1,0 +1,311 @@
+// tests/cpp/attention_bwd_gpu_test.cpp — the Hopper attention backward against the CPU backend.
+//
+// Reference: the CPU backend in float64 (forward and backward) on the same rounded inputs. The GPU
+// backward gets the out and LSE of the CPU backend's 16-bit forward, as does the CPU backend's own
+// 16-bit backward; the GPU error may be at most twice that run's error plus 1e-3 of the gradient's
+// scale. Outputs and the workspace are poisoned with NaN before each launch.
+#include <algorithm>
+
+#include "gpu_util.hpp"
+
+namespace attnkit::test {
+namespace {
+
+struct Case {
+  int64_t B = 1, Sq = 128, Sk = 128, Hq = 2, Hkv = 2, D = 128;
+  MaskOptions mask;
+  double softcap = 0;
+  DType dt = DType::kBFloat16;
+  bool strided = false;         // BHSD memory seen as BSHD
+  std::vector<int64_t> lq, lk;  // varlen lengths (B = lq.size())
+  std::string name() const {
+    return "B" + std::to_string(B) + " Sq" + std::to_string(Sq) + " Sk" + std::to_string(Sk) + " Hq" + std::to_string(Hq) +
+           " Hkv" + std::to_string(Hkv) + " D" + std::to_string(D) + (mask.causal ? " causal" : "") +
+           (mask.align == CausalAlign::kTopLeft ? "-topleft" : "") + " win(" + std::to_string(mask.window_left) + "," +
+           std::to_string(mask.window_right) + ")" + (softcap > 0 ? " softcap" : "") + (dt == DType::kFloat16 ? " fp16" : " bf16") +
+           (strided ? " strided" : "") + (lq.empty() ? "" : " varlen");
+  }
+};
+
+struct Inputs {
+  HostTensor q, k, v, dout, cuq, cuk;  // float64 holding 16-bit-representable values
+  bool varlen = false;
+  int64_t max_q = 0, max_k = 0;
+};
+
+struct Grads {
+  HostTensor dq, dk, dv;
+};
+
+Inputs make_inputs(const Case& c) {
+  std::mt19937 rng(11);
+  Inputs in;
+  in.varlen = !c.lq.empty();
+  int64_t tq = c.Sq, tk = c.Sk;
+  if (in.varlen) {
+    std::vector<int64_t> a = {0}, b = {0};
+    for (size_t i = 0; i < c.lq.size(); ++i) {
+      a.push_back(a.back() + c.lq[i]);
+      b.push_back(b.back() + c.lk[i]);
+    }
+    in.cuq = index_tensor(DType::kInt32, a);
+    in.cuk = index_tensor(DType::kInt32, b);
+    tq = a.back();
+    tk = b.back();
+    in.max_q = *std::max_element(c.lq.begin(), c.lq.end());
+    in.max_k = *std::max_element(c.lk.begin(), c.lk.end());
+  }
+  auto shape = [&](int64_t s, int64_t h) {
+    return in.varlen ? std::vector<int64_t>{s, h, c.D} : std::vector<int64_t>{c.B, s, h, c.D};
+  };
+  in.q = HostTensor(DType::kFloat64, shape(tq, c.Hq));
+  in.k = HostTensor(DType::kFloat64, shape(tk, c.Hkv));
+  in.v = HostTensor(DType::kFloat64, shape(tk, c.Hkv));
+  in.dout = HostTensor(DType::kFloat64, shape(tq, c.Hq));
+  for (HostTensor* t : {&in.q, &in.k, &in.v, &in.dout}) {
+    t->randn(rng);
+    *t = t->to(c.dt).to(DType::kFloat64);  // every run sees the same 16-bit values
+  }
+  return in;
+}
+
+// Forward then backward on the CPU backend in `dt`; returns the gradients, and the forward's out
+// and LSE through *out / *lse.
+Grads cpu_run(const Case& c, const Inputs& in, DType dt, HostTensor* out, HostTensor* lse) {
+  HostTensor q = in.q.to(dt), k = in.k.to(dt), v = in.v.to(dt), dout = in.dout.to(dt);
+  *out = HostTensor(dt, std::vector<int64_t>(in.q.view.sizes, in.q.view.sizes + in.q.view.ndim));
+  const int64_t tq = in.q.view.sizes[in.varlen ? 0 : 1];
+  *lse = in.varlen ? HostTensor(DType::kFloat32, {c.Hq, tq}) : HostTensor(DType::kFloat32, {c.B, c.Hq, c.Sq});
+  AttentionFwdParams f;
+  f.q = q.view;
+  f.k = k.view;
+  f.v = v.view;
+  f.out = out->view;
+  f.lse = lse->view;
+  f.mask = c.mask;
+  f.softcap = c.softcap;
+  if (in.varlen) {
+    f.cu_seqlens_q = in.cuq.view;
+    f.cu_seqlens_k = in.cuk.view;
+    f.max_seqlen_q = in.max_q;
+    f.max_seqlen_k = in.max_k;
+  }
+  EXPECT_TRUE(attention_forward(f).ok());
+  Grads g{HostTensor(dt, std::vector<int64_t>(q.view.sizes, q.view.sizes + q.view.ndim)),
+          HostTensor(dt, std::vector<int64_t>(k.view.sizes, k.view.sizes + k.view.ndim)),
+          HostTensor(dt, std::vector<int64_t>(v.view.sizes, v.view.sizes + v.view.ndim))};
+  AttentionBwdParams b;
+  b.q = q.view;
+  b.k = k.view;
+  b.v = v.view;
+  b.out = out->view;
+  b.lse = lse->view;
+  b.dout = dout.view;
+  b.dq = g.dq.view;
+  b.dk = g.dk.view;
+  b.dv = g.dv.view;
+  b.mask = c.mask;
+  b.softcap = c.softcap;
+  b.gqa_reduction = GqaReduction::kSplit;
+  if (in.varlen) {
+    b.cu_seqlens_q = in.cuq.view;
+    b.cu_seqlens_k = in.cuk.view;
+    b.max_seqlen_q = in.max_q;
+    b.max_seqlen_k = in.max_k;
+  }
+  const Status st = attention_backward(b);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return g;
+}
+
+// The GPU backward on the 16-bit inputs with the given forward out / LSE.
+Status gpu_run(const Case& c, const Inputs& in, const HostTensor& out, const HostTensor& lse, GqaReduction red, bool deterministic,
+               Grads* g) {
+  std::vector<int> perm;
+  if (c.strided && !in.varlen) perm = {0, 2, 1, 3};
+  HostTensor q = in.q.to(c.dt, perm), k = in.k.to(c.dt, perm), v = in.v.to(c.dt, perm), dout = in.dout.to(c.dt, perm);
+  HostTensor o = out.to(c.dt, perm);
+  *g = Grads{HostTensor(c.dt, std::vector<int64_t>(q.view.sizes, q.view.sizes + q.view.ndim), perm),
+             HostTensor(c.dt, std::vector<int64_t>(k.view.sizes, k.view.sizes + k.view.ndim), perm),
+             HostTensor(c.dt, std::vector<int64_t>(v.view.sizes, v.view.sizes + v.view.ndim), perm)};
+  DeviceTensor dq_(q), dk_(k), dv_(v), ddo(dout), dout_(o), dlse(lse), gq(g->dq), gk(g->dk), gv(g->dv);
+  for (DeviceTensor* t : {&gq, &gk, &gv}) t->poison();
+  AttentionBwdParams p;
+  p.q = dq_.view;
+  p.k = dk_.view;
+  p.v = dv_.view;
+  p.out = dout_.view;
+  p.lse = dlse.view;
+  p.dout = ddo.view;
+  p.dq = gq.view;
+  p.dk = gk.view;
+  p.dv = gv.view;
+  p.mask = c.mask;
+  p.softcap = c.softcap;
+  p.gqa_reduction = red;
+  p.deterministic = deterministic;
+  std::unique_ptr<DeviceTensor> dcq, dck;
+  if (in.varlen) {
+    dcq = std::make_unique<DeviceTensor>(in.cuq);
+    dck = std::make_unique<DeviceTensor>(in.cuk);
+    p.cu_seqlens_q = dcq->view;
+    p.cu_seqlens_k = dck->view;
+    p.max_seqlen_q = in.max_q;
+    p.max_seqlen_k = in.max_k;
+  }
+  const size_t ws_bytes = attention_backward_workspace_size(p);
+  void* ws = nullptr;
+  EXPECT_EQ(cudaMalloc(&ws, std::max<size_t>(ws_bytes, 1)), cudaSuccess);
+  EXPECT_EQ(cudaMemset(ws, 0xff, std::max<size_t>(ws_bytes, 1)), cudaSuccess);  // kernels must not rely on zeros
+  p.workspace = {ws, ws_bytes};
+  const Status st = attention_backward(p);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cudaFree(ws);
+  if (!st.ok()) return st;
+  gq.copy_to(g->dq);
+  gk.copy_to(g->dk);
+  gv.copy_to(g->dv);
+  return st;
+}
+
+double max_abs(const std::vector<double>& a) {
+  double m = 0;
+  for (double x : a) m = std::max(m, std::abs(x));
+  return m;
+}
+
+void check(const Case& c, GqaReduction red = GqaReduction::kAtomic) {
+  SCOPED_TRACE(c.name() + (red == GqaReduction::kSplit ? " split" : " atomic"));
+  const Inputs in = make_inputs(c);
+  HostTensor out64, lse64, out16, lse16;
+  const Grads ref = cpu_run(c, in, DType::kFloat64, &out64, &lse64);
+  const Grads cpu = cpu_run(c, in, c.dt, &out16, &lse16);
+  Grads gpu;
+  const Status st = gpu_run(c, in, out16, lse16, red, false, &gpu);
+  ASSERT_TRUE(st.ok()) << st.message();
+  const char* names[] = {"dq", "dk", "dv"};
+  const HostTensor* r[] = {&ref.dq, &ref.dk, &ref.dv};
+  const HostTensor* c16[] = {&cpu.dq, &cpu.dk, &cpu.dv};
+  const HostTensor* g[] = {&gpu.dq, &gpu.dk, &gpu.dv};
+  for (int i = 0; i < 3; ++i) {
+    const auto vr = r[i]->values(), vc = c16[i]->values(), vg = g[i]->values();
+    ASSERT_TRUE(all_finite(vg)) << names[i] << ": unwritten or non-finite values";
+    const double cpu_err = max_abs_diff(vc, vr), gpu_err = max_abs_diff(vg, vr);
+    EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3 * std::max(1.0, max_abs(vr)))
+        << names[i] << ": gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err << " (max |ref| " << max_abs(vr) << ")";
+  }
+}
+
+class AttentionBwdGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(AttentionBwdGpu, HeadDimsAndAwkwardLengths) {
+  for (int64_t D : {64, 128})
+    for (auto [sq, sk] : {std::pair{1, 1}, std::pair{17, 17}, std::pair{63, 65}, std::pair{65, 63}, std::pair{127, 1000},
+                          std::pair{1000, 127}, std::pair{256, 256}}) {
+      Case c;
+      c.D = D;
+      c.Sq = sq;
+      c.Sk = sk;
+      check(c);
+    }
+}
+
+TEST_F(AttentionBwdGpu, CausalBothAlignmentsWindowsSoftcap) {
+  for (int64_t D : {64, 128})
+    for (int variant = 0; variant < 5; ++variant) {
+      Case c;
+      c.D = D;
+      c.B = 2;
+      c.Sq = 300;
+      c.Sk = 500;
+      if (variant == 0) c.mask.causal = true;
+      if (variant == 1) { c.mask.causal = true; c.mask.align = CausalAlign::kTopLeft; }
+      if (variant == 2) { c.mask.window_left = 100; c.mask.window_right = 30; }
+      if (variant == 3) { c.mask.causal = true; c.mask.window_left = 64; c.softcap = 20.0; }
+      if (variant == 4) { c.Sq = 500; c.Sk = 300; c.mask.causal = true; }  // rows with no visible key
+      check(c);
+    }
+}
+
+TEST_F(AttentionBwdGpu, GqaAtomicAndSplitFp16AndStrides) {
+  for (int64_t ratio : {1, 4, 8})
+    for (GqaReduction red : {GqaReduction::kAtomic, GqaReduction::kSplit}) {
+      Case c;
+      c.Hkv = 2;
+      c.Hq = 2 * ratio;
+      c.Sq = c.Sk = 333;
+      c.mask.causal = true;
+      check(c, red);
+    }
+  Case f;
+  f.dt = DType::kFloat16;
+  f.Sq = f.Sk = 257;
+  check(f);
+  Case s;
+  s.strided = true;
+  s.B = 2;
+  s.Sq = 200;
+  s.Sk = 300;
+  s.Hq = 4;
+  check(s);
+}
+
+TEST_F(AttentionBwdGpu, VarlenWithOneTokenAndEmptySequences) {
+  for (int64_t D : {64, 128})
+    for (bool causal : {false, true}) {
+      Case c;
+      c.D = D;
+      c.lq = {1, 0, 17, 300, 128, 5};
+      c.lk = {1, 7, 0, 301, 200, 5};
+      c.B = static_cast<int64_t>(c.lq.size());
+      c.Hq = 4;
+      c.Hkv = 2;
+      c.mask.causal = causal;
+      check(c, causal ? GqaReduction::kSplit : GqaReduction::kAtomic);
+    }
+}
+
+TEST_F(AttentionBwdGpu, DeterministicIsBitwiseAndMatchesAtomic) {
+  Case c;
+  c.B = 2;
+  c.Sq = c.Sk = 700;
+  c.Hq = 8;
+  c.Hkv = 2;
+  c.mask.causal = true;
+  const Inputs in = make_inputs(c);
+  HostTensor out, lse;
+  cpu_run(c, in, c.dt, &out, &lse);
+  Grads first, atomic;
+  ASSERT_TRUE(gpu_run(c, in, out, lse, GqaReduction::kAtomic, true, &first).ok());
+  ASSERT_TRUE(gpu_run(c, in, out, lse, GqaReduction::kAtomic, false, &atomic).ok());
+  EXPECT_LE(max_abs_diff(first.dk.values(), atomic.dk.values()), 0.02 * max_abs(first.dk.values()));
+  EXPECT_LE(max_abs_diff(first.dq.values(), atomic.dq.values()), 0.02 * max_abs(first.dq.values()));
+  for (int run = 0; run < 10; ++run) {
+    Grads again;
+    ASSERT_TRUE(gpu_run(c, in, out, lse, GqaReduction::kAtomic, true, &again).ok());
+    EXPECT_EQ(first.dq.buf, again.dq.buf) << "run " << run;
+    EXPECT_EQ(first.dk.buf, again.dk.buf) << "run " << run;
+    EXPECT_EQ(first.dv.buf, again.dv.buf) << "run " << run;
+  }
+}
+
+TEST_F(AttentionBwdGpu, UnsupportedHeadDimIsAClearError) {
+  Case c;
+  c.D = 256;
+  c.Sq = c.Sk = 64;
+  const Inputs in = make_inputs(c);
+  HostTensor out, lse;
+  cpu_run(c, in, c.dt, &out, &lse);
+  Grads g;
+  const Status st = gpu_run(c, in, out, lse, GqaReduction::kAtomic, false, &g);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("q:"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace attnkit::test
