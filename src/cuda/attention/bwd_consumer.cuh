@@ -1,24 +1,26 @@
 // src/cuda/attention/bwd_consumer.cuh — a consumer warpgroup of the backward kernel: dK and dV of
 // its 64 keys accumulated over the query tiles in registers, dQ of each query tile computed by both
-// warpgroups (head-dim halves) and added to the fp32 dq_accum with one bulk reduce-add per tile.
+// warpgroups (head-dim halves) and handed to the dQ writer warp (bwd_dq_writer.cuh) through a
+// shared-memory staging buffer.
 //
-// Per query tile m (stage s):
+// Per query tile m (stage s; tiles last to first):
 //   issue S^T = K Q^T, dP^T = V dO^T  ->  wait S  ->  P = exp2(S * scale * log2 e - lse2), masked
 //   ->  issue dV += P^T dO  ->  wait dP  ->  dS = P * (dP - delta) (* tanh' with softcap)
-//   ->  store dS^T into sdS  ->  [barrier: sdS whole]  ->  issue dK += dS^T Q and dQ = dS K
-//   ->  wait all, release Q/dO  ->  dQ into the staging buffer  ->  [barrier]  ->  one thread
-//   issues the reduce-add (in key-tile order when deterministic).
+//   ->  store dS^T into sdS  ->  [barrier: sdS whole]  ->  issue dQ = dS K, dK += dS^T Q
+//   ->  wait dQ  ->  [staging free]  dQ into the staging buffer (dK still runs)  ->  [staged]
+//   ->  wait dK, release Q/dO.
+// Query tiles go last to first: the key tiles of a causal mask then all start on the same (last)
+// query tile, so concurrent CTAs share its Q/dO in L2, and in deterministic mode (key tiles add
+// in ascending order) each CTA waits only once, at its first tile, for its predecessors.
 #pragma once
 #include "src/cuda/attention/bulk.cuh"
 #include "src/cuda/attention/bwd_epilogue.cuh"
+#include "src/cuda/attention/bwd_dq_writer.cuh"
 #include "src/cuda/attention/bwd_producer.cuh"
 #include "src/cuda/attention/fragment.cuh"
 #include "src/cuda/attention/mma.cuh"
 
 namespace attnkit::cuda::attn {
-
-// Named barriers over the 256 consumer threads (0 is __syncthreads).
-enum BwdBarrier : int { kDsReady = 1, kDqStaged = 2 };
 
 template <class Traits>
 struct BwdConsumer {
@@ -46,9 +48,8 @@ struct BwdConsumer {
     if (tile.m_begin < tile.m_end) {
       smem.barrier_kv.wait(0);
       typename T::PipelineState state;  // index 0, phase 0
-      for (int m = tile.m_begin; m < tile.m_end; ++m, ++state)
-        query_tile(a, tile, smem, pipe_q, pipe_do, state, m, tdVrdV, tdKrdK);
-      if (thread_idx == 0) bulk_wait_all();  // the staging buffer must outlive the last reduce-add
+      for (int m = tile.m_end - 1; m >= tile.m_begin; --m, ++state)
+        query_tile(a, tile, smem, pipe_q, pipe_do, state, m, m == tile.m_end - 1, tdVrdV, tdKrdK);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -64,7 +65,7 @@ struct BwdConsumer {
   template <class TAcc>
   CUTE_DEVICE void query_tile(const AttnBwdArgs& a, const BwdTileInfo<T>& tile, typename T::SharedStorage& smem,
                               typename T::Pipeline& pipe_q, typename T::Pipeline& pipe_do, typename T::PipelineState state, int m,
-                              TAcc& tdVrdV, TAcc& tdKrdK) {
+                              bool first, TAcc& tdVrdV, TAcc& tdKrdK) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
     Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
@@ -136,47 +137,28 @@ struct BwdConsumer {
     CUTE_UNROLL
     for (int i = 0; i < size(tSrS); ++i) tdSsdS(i) = Element(tSrS(i) * (tdPrdP(i) - delta[get<1>(cS(i))]));
     cutlass::arch::fence_view_async_shared();  // dS^T writes -> visible to WGMMA (async proxy)
-    if (thread_idx == 0) bulk_wait_read();      // the previous tile's reduce-add is done with smem.dq
-    cutlass::arch::NamedBarrier::sync(256, kDsReady);
+    cutlass::arch::NamedBarrier::sync(256, kBarrierDsReady);
 
-    gemm_ss(mma_dk, tdKrdS, tdKrQ(_, _, _, s), tdKrdK);
     Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [M, D/2] / 128 threads
     gemm_ss_zero(mma_dq, tdQrdS, tdQrK, tdQrdQ);
-    warpgroup_wait<0>();
+    gemm_ss(mma_dk, tdKrdS, tdKrQ(_, _, _, s), tdKrdK);
+    warpgroup_wait<1>();  // dV and dQ done; dK may still run
     warpgroup_fence_operand(tdQrdQ);
-    warpgroup_fence_operand(tdVrdV);
-    warpgroup_fence_operand(tdKrdK);
-    pipe_q.consumer_release(state);
-    pipe_do.consumer_release(state);
-
     // Staging order: float4 j of thread t at (j * 256 + t) * 4 — conflict-free stores; the
     // postprocess reads it back with the same MMA partitioning.
     static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
+    if (!first) cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty);  // the writer is done with it
     CUTE_UNROLL
     for (int j = 0; j < size(tdQrdQ) / 4; ++j)
       reinterpret_cast<float4*>(smem.dq.data())[j * 256 + thread_idx] =
           make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
-    cutlass::arch::fence_view_async_shared();
-    cutlass::arch::NamedBarrier::sync(256, kDqStaged);
-    if (thread_idx == 0) add_dq_tile(a, tile, smem, m);
-  }
-
-  // One thread: dq_accum tile m += the staged partial. Deterministic mode waits for the key tiles
-  // before this one (in order) and lets the next one go once the add has landed.
-  CUTE_DEVICE void add_dq_tile(const AttnBwdArgs& a, const BwdTileInfo<T>& tile, typename T::SharedStorage& smem, int m) {
-    const int64_t rows = tile.row_block(a, m);
-    int* sem = a.deterministic ? a.dq_semaphore + rows / T::kBlockM : nullptr;
-    if (sem) {
-      const int turn = tile.n_block - tile.first_key_tile(m);
-      while (load_acquire(sem) != turn) {
-      }
-    }
-    bulk_reduce_add_f32(a.dq_accum + rows * T::kHeadDim, smem.dq.data(), T::kDqFloats * sizeof(float));
-    if (sem) {
-      bulk_wait_all();
-      __threadfence();
-      atomicAdd(sem, 1);
-    }
+    cutlass::arch::fence_view_async_shared();  // staging writes -> visible to the bulk copy (async proxy)
+    cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqFull);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tdVrdV);
+    warpgroup_fence_operand(tdKrdK);
+    pipe_q.consumer_release(state);
+    pipe_do.consumer_release(state);
   }
 };
 

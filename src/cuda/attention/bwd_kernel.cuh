@@ -1,8 +1,8 @@
 // src/cuda/attention/bwd_kernel.cuh — softmax attention backward on Hopper: the main kernel entry.
 //
 // One CTA per (key tile, query head, sequence) of 3 warpgroups. Warpgroup 0 is the producer
-// (bwd_producer.cuh: TMA loads; registers given away); warpgroups 1 and 2 are the consumers
-// (bwd_consumer.cuh). Shared state: one barrier for K and V, and the Q and dO pipelines.
+// (warp 0, bwd_producer.cuh: TMA loads; warp 1, bwd_dq_writer.cuh: dQ reduce-adds; registers given
+// away); warpgroups 1 and 2 are the consumers (bwd_consumer.cuh). Shared state: one barrier for K and V, and the Q and dO pipelines.
 // Runs between bwd_prepost.cuh's preprocess (lse2, delta) and postprocess (dq, GQA dk/dv).
 #pragma once
 #include <cutlass/arch/reg_reconfig.h>
@@ -45,6 +45,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) attention_bwd_kernel(CUTE
       auto pipe_q = make_bwd_pipeline<T>(smem.pipeline_q, true);
       auto pipe_do = make_bwd_pipeline<T>(smem.pipeline_do, true);
       bwd_producer<T>(params, smem, pipe_q, pipe_do);
+    } else if (warp == 1) {
+      bwd_dq_writer<T>(params.args, smem);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();

@@ -51,7 +51,7 @@ CUTE_DEVICE void bwd_producer(const BwdParams<Traits>& params, typename Traits::
 
   typename T::PipelineState state = cutlass::make_producer_start_state<typename T::Pipeline>();
 #pragma unroll 1  // 24 registers: unrolled copies of this loop would spill
-  for (int m = tile.m_begin; m < tile.m_end; ++m) {
+  for (int m = tile.m_end - 1; m >= tile.m_begin; --m) {  // last first: see bwd_consumer.cuh
     const int64_t rows = tile.row_block(a, m);
     const int s = state.index();
     pipe_q.producer_acquire(state);

@@ -1,0 +1,52 @@
+// src/cuda/attention/bwd_dq_writer.cuh — the dQ writer warp of the backward kernel (warp 1 of the
+// producer warpgroup): for each query tile, in the consumers' order, waits until the consumers
+// have staged its dQ partial, adds the staging buffer into dq_accum with one bulk reduce-add, and
+// frees the buffer once the add has read it. The consumers never wait on global memory for dQ.
+//
+// Deterministic mode adds the partials of each query tile in key-tile order: a semaphore per query
+// tile counts the key tiles whose add has landed; key tile n waits for its turn (the number of key
+// tiles before it that meet the tile), adds, waits for completion, and bumps the count.
+#pragma once
+#include "src/cuda/attention/bulk.cuh"
+#include "src/cuda/attention/bwd_tile.cuh"
+#include "src/cuda/attention/bwd_traits.cuh"
+
+namespace attnkit::cuda::attn {
+
+// Named barriers (0 is __syncthreads): dS complete (the 256 consumer threads), and the staging
+// buffer's full / empty hand-off between the consumers and the writer warp.
+enum BwdNamedBarrier : int { kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 3 };
+inline constexpr int kDqBarrierThreads = 256 + 32;
+
+template <class Traits>
+CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStorage& smem) {
+  using T = Traits;
+  const BwdTileInfo<T> tile(a);
+  const bool leader = cute::elect_one_sync();
+#pragma unroll 1
+  for (int m = tile.m_end - 1; m >= tile.m_begin; --m) {  // the consumers' order
+    cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull);
+    if (leader) {
+      const int64_t rows = tile.row_block(a, m);
+      int* sem = a.deterministic ? a.dq_semaphore + rows / T::kBlockM : nullptr;
+      if (sem) {
+        const int turn = tile.n_block - tile.first_key_tile(m);
+        while (load_acquire(sem) != turn) {
+        }
+      }
+      bulk_reduce_add_f32(a.dq_accum + rows * T::kHeadDim, smem.dq.data(), T::kDqFloats * sizeof(float));
+      if (sem) {
+        bulk_wait_all();
+        __threadfence();
+        atomicAdd(sem, 1);
+      } else {
+        bulk_wait_read();
+      }
+    }
+    __syncwarp();
+    if (m > tile.m_begin) cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqEmpty);
+  }
+  if (leader) bulk_wait_all();  // the staging buffer must outlive the last add
+}
+
+}  // namespace attnkit::cuda::attn
