@@ -17,6 +17,7 @@
 #include "src/cuda/attention/bwd_epilogue.cuh"
 #include "src/cuda/attention/bwd_dq_writer.cuh"
 #include "src/cuda/attention/bwd_producer.cuh"
+#include "src/cuda/attention/bwd_scores.cuh"
 #include "src/cuda/attention/fragment.cuh"
 #include "src/cuda/attention/mma.cuh"
 
@@ -109,33 +110,24 @@ struct BwdConsumer {
     const bool needs_mask = wg_key_last >= tile.seq.seqlen_k || tile.rule.lo(last_row) > wg_key_first ||
                             tile.rule.hi(row0) < wg_key_last;
     const bool softcap = a.softcap > 0.f;
-    const float scale_log2 = softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E);
-    const float softcap_in = softcap ? a.scale / a.softcap : 0.f;
+    ProbArgs pa{softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E), a.softcap, softcap ? a.scale / a.softcap : 0.f,
+                key0, row0, tile.seq.seqlen_k, tile.rule};
 
     warpgroup_wait<1>();  // S^T ready; dP^T may still run
     warpgroup_fence_operand(tSrS);
     Tensor tdVrP = make_tensor<Element>(acc_as_operand_a_layout(tSrS.layout()));  // P^T as the A operand of dV
-    CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) {
-      const int key = key0 + get<0>(cS(i)), row = row0 + get<1>(cS(i));
-      float x = tSrS(i), dtanh = 1.f;
-      if (softcap) {
-        const float t = tanhf(x * softcap_in);
-        x = a.softcap * t;
-        dtanh = 1.f - t * t;
-      }
-      const bool visible = !needs_mask || (key < tile.seq.seqlen_k && key >= tile.rule.lo(row) && key <= tile.rule.hi(row));
-      const float p = visible ? exp2f(x * scale_log2 - lse2[get<1>(cS(i))]) : 0.f;
-      tdVrP(i) = Element(p);
-      tSrS(i) = p * dtanh;  // what dS needs
+    if (softcap) {
+      if (needs_mask) scores_to_probs<true, true>(tSrS, tdVrP, cS, lse2, pa);
+      else scores_to_probs<true, false>(tSrS, tdVrP, cS, lse2, pa);
+    } else {
+      if (needs_mask) scores_to_probs<false, true>(tSrS, tdVrP, cS, lse2, pa);
+      else scores_to_probs<false, false>(tSrS, tdVrP, cS, lse2, pa);
     }
     gemm_rs(mma_dv, tdVrP, tdVrdO(_, _, _, s), tdVrdV);
 
     warpgroup_wait<1>();  // dP^T ready; dV may still run
     warpgroup_fence_operand(tdPrdP);
-    Tensor tdSsdS = mma_sdp.get_thread_slice(thread_idx).partition_C(sdSt);  // where this thread's dS^T goes
-    CUTE_UNROLL
-    for (int i = 0; i < size(tSrS); ++i) tdSsdS(i) = Element(tSrS(i) * (tdPrdP(i) - delta[get<1>(cS(i))]));
+    store_ds<Element>(tSrS, tdPrdP, cS, delta, sdSt, wg * 64);
     cutlass::arch::fence_view_async_shared();  // dS^T writes -> visible to WGMMA (async proxy)
     cutlass::arch::NamedBarrier::sync(256, kBarrierDsReady);
 

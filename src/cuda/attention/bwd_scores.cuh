@@ -1,0 +1,83 @@
+// src/cuda/attention/bwd_scores.cuh — the element-wise middle of the backward on one consumer
+// thread's S^T / dP^T fragments (64 keys x 64 queries per warpgroup, 32 values per thread):
+// probabilities from the stored LSE, then dS, written to shared memory with stmatrix.
+//
+// Softcap and masking are template switches chosen once per tile, so the loops are branch-free.
+#pragma once
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_conversion.h>
+
+#include "attnkit/semantics/mask.hpp"
+
+namespace attnkit::cuda::attn {
+
+using namespace cute;
+
+CUTE_DEVICE float exp2_approx(float x) {  // ex2.approx.ftz: one MUFU op, exp2(-inf) = 0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+struct ProbArgs {
+  float scale_log2;  // scale * log2(e); log2(e) alone after a softcap
+  float softcap, softcap_in;  // cap, scale / cap
+  int key0, row0, seqlen_k;   // the warpgroup tile's first key and query row
+  MaskRuleT<int> rule;
+};
+
+// S^T (in place) <- P^T * tanh' (what dS needs); tdVrP <- P^T in 16 bits (the A operand of dV).
+// P = exp2(s * scale_log2 - lse2[query]) with s the (capped) score; masked keys give 0.
+template <bool kSoftcap, bool kMask, class TensorS, class TensorP, class TensorC>
+CUTE_DEVICE void scores_to_probs(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, const ProbArgs& pa) {
+  CUTE_UNROLL
+  for (int i = 0; i < size(tSrS); ++i) {
+    const int key = pa.key0 + get<0>(cS(i)), col = get<1>(cS(i));
+    float x = tSrS(i), dtanh = 1.f;
+    if constexpr (kSoftcap) {
+      const float t = tanhf(x * pa.softcap_in);
+      x = pa.softcap * t;
+      dtanh = 1.f - t * t;
+    }
+    float e = x * pa.scale_log2 - lse2[col];
+    if constexpr (kMask) {
+      const int row = pa.row0 + col;
+      const bool visible = key < pa.seqlen_k && key >= pa.rule.lo(row) && key <= pa.rule.hi(row);
+      e = visible ? e : -INFINITY;
+    }
+    const float p = exp2_approx(e);
+    tdVrP(i) = typename TensorP::value_type(p);
+    tSrS(i) = p * dtanh;
+  }
+}
+
+// dS^T = (P^T tanh') * (dP^T - delta[query]) in 16 bits, stored to sdSt (keys x queries, queries
+// contiguous) with four stmatrix.x4 per thread. Accumulator register i of a 64 x 64 fragment is
+// (column pair c, row half h, column group j) = (i % 2, i / 2 % 2, i / 4); stmatrix matrix k of
+// instruction u is row half k % 2 of column group 2u + k / 2, i.e. the registers 8u + 2k, + 1.
+template <class Element, class TensorS, class TensorDP, class TensorC, class TensorSmem>
+CUTE_DEVICE void store_ds(TensorS const& tSrS, TensorDP const& tdPrdP, TensorC const& cS, const float* delta, TensorSmem& sdSt,
+                          int wg_key_row0) {
+  static_assert(decltype(size(tSrS))::value == 32, "one 64 x 64 warpgroup fragment");
+  cutlass::NumericArrayConverter<Element, float, 2> convert;
+  uint32_t packed[16];
+  CUTE_UNROLL
+  for (int k = 0; k < 16; ++k) {
+    cutlass::Array<float, 2> ds;
+    ds[0] = tSrS(2 * k) * (tdPrdP(2 * k) - delta[get<1>(cS(2 * k))]);
+    ds[1] = tSrS(2 * k + 1) * (tdPrdP(2 * k + 1) - delta[get<1>(cS(2 * k + 1))]);
+    const cutlass::Array<Element, 2> h = convert(ds);
+    packed[k] = reinterpret_cast<const uint32_t&>(h);
+  }
+  const int lane = threadIdx.x % 32, warp_in_wg = threadIdx.x / 32 % 4;
+  const int k = lane / 8;  // the matrix whose row address this lane supplies
+  const int row = wg_key_row0 + warp_in_wg * 16 + (k % 2) * 8 + lane % 8;
+  CUTE_UNROLL
+  for (int u = 0; u < 4; ++u) {
+    const uint32_t addr = cast_smem_ptr_to_uint(&sdSt(row, 8 * (2 * u + k / 2)));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(packed[4 * u]),
+                 "r"(packed[4 * u + 1]), "r"(packed[4 * u + 2]), "r"(packed[4 * u + 3]));
+  }
+}
+
+}  // namespace attnkit::cuda::attn
