@@ -125,7 +125,33 @@ void bench_attention(int reps, std::vector<Row>& rows) {
 }
 
 #if defined(ATTNKIT_WITH_CUDA)
-// The GPU column: softmax attention forward on device buffers, timed with CUDA events (median).
+// Median milliseconds of `fn` on the current stream, timed with CUDA events (3 warm-up runs).
+template <class Fn>
+double median_event_ms(int reps, Fn&& fn) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  std::vector<float> t;
+  for (int r = 0; r < reps + 3; ++r) {
+    cudaEventRecord(a);
+    const Status st = fn();
+    cudaEventRecord(b);
+    cudaEventSynchronize(b);
+    if (!st.ok()) {
+      std::fprintf(stderr, "attnkit-bench: %s\n", st.message().c_str());
+      std::exit(1);
+    }
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    if (r >= 3) t.push_back(ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// The GPU column: softmax attention forward and backward on device buffers.
 void bench_attention_gpu(int reps, std::vector<Row>& rows) {
   struct Shape {
     int64_t B, S, H, D;
@@ -133,52 +159,51 @@ void bench_attention_gpu(int reps, std::vector<Row>& rows) {
   };
   for (Shape sh : {Shape{8, 2048, 16, 128, false}, Shape{8, 2048, 16, 128, true}, Shape{2, 8192, 16, 128, true}}) {
     const int64_t n = sh.B * sh.S * sh.H * sh.D;
-    void *q, *k, *v, *o, *ws;
-    cudaMalloc(&q, n * 2);
-    cudaMalloc(&k, n * 2);
-    cudaMalloc(&v, n * 2);
-    cudaMalloc(&o, n * 2);
-    cudaMalloc(&ws, 256);
+    std::vector<void*> bufs(8);  // q k v o do dq dk dv
+    for (void*& p : bufs) cudaMalloc(&p, n * 2);
+    void* lse;
+    cudaMalloc(&lse, sh.B * sh.H * sh.S * 4);
     std::vector<uint16_t> host(static_cast<size_t>(n));
     std::mt19937 rng(2);
     std::normal_distribution<float> d(0.f, 1.f);
     for (auto& x : host) x = float_to_bf16_bits(d(rng));
-    for (void* p : {q, k, v}) cudaMemcpy(p, host.data(), n * 2, cudaMemcpyHostToDevice);
-    AttentionFwdParams p;
+    for (int i : {0, 1, 2, 4}) cudaMemcpy(bufs[i], host.data(), n * 2, cudaMemcpyHostToDevice);
     const Device dev = Device::cuda(0);
-    p.q = TensorView::contiguous(q, DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D});
-    p.k = TensorView::contiguous(k, DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D});
-    p.v = TensorView::contiguous(v, DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D});
-    p.out = TensorView::contiguous(o, DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D});
+    auto view = [&](int i) { return TensorView::contiguous(bufs[i], DType::kBFloat16, dev, {sh.B, sh.S, sh.H, sh.D}); };
+    AttentionFwdParams p;
+    p.q = view(0);
+    p.k = view(1);
+    p.v = view(2);
+    p.out = view(3);
+    p.lse = TensorView::contiguous(lse, DType::kFloat32, dev, {sh.B, sh.H, sh.S});
     p.mask.causal = sh.causal;
-    p.workspace = {ws, 256};
-    cudaEvent_t a, b;
-    cudaEventCreate(&a);
-    cudaEventCreate(&b);
-    std::vector<float> t;
-    for (int r = 0; r < reps + 3; ++r) {  // 3 warm-up launches
-      cudaEventRecord(a);
-      const Status st = attention_forward(p);
-      cudaEventRecord(b);
-      cudaEventSynchronize(b);
-      if (!st.ok()) {
-        std::fprintf(stderr, "attnkit-bench: %s\n", st.message().c_str());
-        std::exit(1);
-      }
-      float ms = 0;
-      cudaEventElapsedTime(&ms, a, b);
-      if (r >= 3) t.push_back(ms);
-    }
-    std::sort(t.begin(), t.end());
-    const double ms = t[t.size() / 2];
+    AttentionBwdParams g;
+    g.q = p.q;
+    g.k = p.k;
+    g.v = p.v;
+    g.out = p.out;
+    g.lse = p.lse;
+    g.dout = view(4);
+    g.dq = view(5);
+    g.dk = view(6);
+    g.dv = view(7);
+    g.mask = p.mask;
+    const size_t ws_bytes = std::max(attention_forward_workspace_size(p), attention_backward_workspace_size(g));
+    void* ws;
+    cudaMalloc(&ws, ws_bytes);
+    p.workspace = {ws, ws_bytes};
+    g.workspace = {ws, ws_bytes};
+    const double fwd_ms = median_event_ms(reps, [&] { return attention_forward(p); });
+    const double bwd_ms = median_event_ms(reps, [&] { return attention_backward(g); });
     const double flops = 4.0 * sh.B * sh.H * sh.S * sh.S * sh.D * (sh.causal ? 0.5 : 1.0);
     char shape[64];
     std::snprintf(shape, sizeof shape, "B%lld S%lld H%lld D%lld%s bf16", (long long)sh.B, (long long)sh.S, (long long)sh.H,
                   (long long)sh.D, sh.causal ? " causal" : "");
-    rows.push_back({"attention fwd [gpu]", shape, ms, fmt("%.1f TFLOP/s", flops / ms / 1e9)});
-    cudaEventDestroy(a);
-    cudaEventDestroy(b);
-    for (void* ptr : {q, k, v, o, ws}) cudaFree(ptr);
+    rows.push_back({"attention fwd [gpu]", shape, fwd_ms, fmt("%.1f TFLOP/s", flops / fwd_ms / 1e9)});
+    rows.push_back({"attention bwd [gpu]", shape, bwd_ms, fmt("%.1f TFLOP/s", 2.5 * flops / bwd_ms / 1e9)});
+    for (void* ptr : bufs) cudaFree(ptr);
+    cudaFree(lse);
+    cudaFree(ws);
   }
 }
 #endif
@@ -247,7 +272,7 @@ int main(int argc, char** argv) {
   }
   const bool gpu = attnkit::cuda_available();
   if (gpu)
-    std::printf("GPU found: the attention forward runs on it (rows marked [gpu]); the other ops run on the CPU\n"
+    std::printf("GPU found: the attention forward and backward run on it (rows marked [gpu]); the other ops run on the CPU\n"
                 "reference backend until their kernels land. Peers: python3 bench/bench_attention.py.\n\n");
   else
     std::printf("No GPU found: running the CPU reference backend (attnkit %s).\n\n", attnkit::version());
