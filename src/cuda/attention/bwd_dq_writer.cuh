@@ -45,6 +45,7 @@ CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStor
       __threadfence();
       atomicAdd(sem, 1);
     }
+    __syncwarp();  // the whole warp reaches the next named barrier together
   }
   if (leader) bulk_wait_all();  // the staging buffer must outlive the last add
 }

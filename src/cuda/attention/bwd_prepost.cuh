@@ -1,7 +1,8 @@
 // src/cuda/attention/bwd_prepost.cuh — the small kernels around the backward main kernel.
 //
 //  preprocess:  per query row, delta = rowsum(dO * O) (fp32) and lse2 = lse * log2(e), into the
-//               padded-row buffers (padding and rows with no visible key get lse2 = +inf, delta 0).
+//               padded-row buffers (padding and rows with no visible key get lse2 = +inf, delta 0);
+//               and zeroes the row's share of dq_accum (1/64 of its query tile's block).
 //  dq:          dq = scale * dq_accum, read back in the MMA order the main kernel staged it in.
 //  dkv (GQA):   dk, dv = the fp32 kv-head buffer (atomic), or the ordered sum over the query heads
 //               of the group (split), converted.
@@ -39,11 +40,16 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
     const float lse = a.lse[(varlen ? 0 : b * a.lse_stride[0]) + h * a.lse_stride[1] + token * a.lse_stride[2]];
     lse2 = lse == -INFINITY ? INFINITY : lse * float(M_LOG2E);
   }
+  const int64_t idx = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset) + r;
   if (lane == 0) {
-    const int64_t idx = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset) + r;
     a.delta[idx] = delta;
     a.lse2[idx] = lse2;
   }
+  // dq_accum is read-modify-written in query-tile blocks of kBwdBlockM * D floats (MMA order, not
+  // row order); row r zeroes the (r % kBwdBlockM)-th D-float slice of its tile's block, so the
+  // tile's rows together zero all of it.
+  float4* acc = reinterpret_cast<float4*>(a.dq_accum + idx * a.head_dim);
+  for (int c = lane; c < a.head_dim / 4; c += 32) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
 }
 
 // grid (query tiles of the longest sequence, heads_q, batch), 256 threads: thread t takes the
