@@ -26,26 +26,25 @@ CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStor
 #pragma unroll 1
   for (int m = tile.m_end - 1; m >= tile.m_begin; --m) {  // the consumers' order
     cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull);
-    const int64_t rows = tile.row_block(a, m);
-    int* sem = a.deterministic ? a.dq_semaphore + rows / T::kBlockM : nullptr;
     if (leader) {
+      const int64_t rows = tile.row_block(a, m);
+      int* sem = a.deterministic ? a.dq_semaphore + rows / T::kBlockM : nullptr;
       if (sem) {
         const int turn = tile.n_block - tile.first_key_tile(m);
         while (load_acquire(sem) != turn) {
         }
       }
       bulk_reduce_add_f32(a.dq_accum + rows * T::kHeadDim, smem.dq.data(), T::kDqFloats * sizeof(float));
-      bulk_wait_read();
+      if (sem) {  // the next key tile may add once this add has landed
+        bulk_wait_all();
+        __threadfence();
+        atomicAdd(sem, 1);
+      } else {
+        bulk_wait_read();
+      }
     }
-    __syncwarp();
-    // The buffer is free once read; the add itself may still be in flight.
+    __syncwarp();  // the whole warp reaches the named barriers together
     if (m > tile.m_begin) cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqEmpty);
-    if (leader && sem) {  // the next key tile may add once this add has landed
-      bulk_wait_all();
-      __threadfence();
-      atomicAdd(sem, 1);
-    }
-    __syncwarp();  // the whole warp reaches the next named barrier together
   }
   if (leader) bulk_wait_all();  // the staging buffer must outlive the last add
 }
