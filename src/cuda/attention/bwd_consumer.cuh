@@ -1,7 +1,7 @@
 // src/cuda/attention/bwd_consumer.cuh — a consumer warpgroup of the backward kernel: dK and dV of
 // its 64 keys accumulated over the query tiles in registers, dQ of each query tile computed by both
 // warpgroups (head-dim halves) and handed to the dQ writer warp (bwd_dq_writer.cuh) through a
-// shared-memory staging buffer.
+// shared-memory staging buffer (two, used alternately).
 //
 // Per query tile m (stage s; tiles last to first):
 //   issue S^T = K Q^T, dP^T = V dO^T  ->  wait S  ->  P = exp2(S * scale * log2 e - lse2), masked
@@ -50,7 +50,7 @@ struct BwdConsumer {
       smem.barrier_kv.wait(0);
       typename T::PipelineState state;  // index 0, phase 0
       for (int m = tile.m_end - 1; m >= tile.m_begin; --m, ++state)
-        query_tile(a, tile, smem, pipe_q, pipe_do, state, m, m == tile.m_end - 1, tdVrdV, tdKrdK);
+        query_tile(a, tile, smem, pipe_q, pipe_do, state, m, tile.m_end - 1 - m, tdVrdV, tdKrdK);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -66,7 +66,7 @@ struct BwdConsumer {
   template <class TAcc>
   CUTE_DEVICE void query_tile(const AttnBwdArgs& a, const BwdTileInfo<T>& tile, typename T::SharedStorage& smem,
                               typename T::Pipeline& pipe_q, typename T::Pipeline& pipe_do, typename T::PipelineState state, int m,
-                              bool first, TAcc& tdVrdV, TAcc& tdKrdK) {
+                              int ordinal, TAcc& tdVrdV, TAcc& tdKrdK) {  // ordinal: tiles done before this one
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
     Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
@@ -139,13 +139,15 @@ struct BwdConsumer {
     // Staging order: float4 j of thread t at (j * 256 + t) * 4 — conflict-free stores; the
     // postprocess reads it back with the same MMA partitioning.
     static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
-    if (!first) cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty);  // the writer is done with it
+    const int buf = ordinal % 2;
+    if (ordinal >= 2) cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty + buf);  // the writer is done with it
+    float4* staging = reinterpret_cast<float4*>(smem.dq.data() + buf * T::kDqFloats);
     CUTE_UNROLL
     for (int j = 0; j < size(tdQrdQ) / 4; ++j)
-      reinterpret_cast<float4*>(smem.dq.data())[j * 256 + thread_idx] =
+      staging[j * 256 + thread_idx] =
           make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
     cutlass::arch::fence_view_async_shared();  // staging writes -> visible to the bulk copy (async proxy)
-    cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqFull);
+    cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqFull + buf);
     warpgroup_wait<0>();
     warpgroup_fence_operand(tdVrdV);
     warpgroup_fence_operand(tdKrdK);

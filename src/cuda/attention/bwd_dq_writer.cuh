@@ -1,7 +1,8 @@
 // src/cuda/attention/bwd_dq_writer.cuh — the dQ writer warp of the backward kernel (warp 1 of the
 // producer warpgroup): for each query tile, in the consumers' order, waits until the consumers
-// have staged its dQ partial, adds the staging buffer into dq_accum with one bulk reduce-add, and
-// frees the buffer once the add has read it. The consumers never wait on global memory for dQ.
+// have staged its dQ partial (two staging buffers, used alternately), adds it into dq_accum with
+// one bulk reduce-add, and frees the buffer once the add has read it (deterministic: landed). The
+// consumers never wait on global memory for dQ; the second buffer gives the writer a tile of slack.
 //
 // Deterministic mode adds the partials of each query tile in key-tile order: a semaphore per query
 // tile counts the key tiles whose add has landed; key tile n waits for its turn (the number of key
@@ -13,9 +14,9 @@
 
 namespace attnkit::cuda::attn {
 
-// Named barriers (0 is __syncthreads): dS complete (the 256 consumer threads), and the staging
-// buffer's full / empty hand-off between the consumers and the writer warp.
-enum BwdNamedBarrier : int { kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 3 };
+// Named barriers (0 is __syncthreads): dS complete (the 256 consumer threads), and per staging
+// buffer b the full / empty hand-off between the consumers and the writer warp (ids + b).
+enum BwdNamedBarrier : int { kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 4 };
 inline constexpr int kDqBarrierThreads = 256 + 32;
 
 template <class Traits>
@@ -23,9 +24,11 @@ CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStor
   using T = Traits;
   const BwdTileInfo<T> tile(a);
   const bool leader = cute::elect_one_sync();
+  const int count = tile.m_end - tile.m_begin;
 #pragma unroll 1
-  for (int m = tile.m_end - 1; m >= tile.m_begin; --m) {  // the consumers' order
-    cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull);
+  for (int j = 0; j < count; ++j) {  // the consumers' order: query tile m_end - 1 - j, buffer j % 2
+    const int m = tile.m_end - 1 - j, buf = j % 2;
+    cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull + buf);
     if (leader) {
       const int64_t rows = tile.row_block(a, m);
       int* sem = a.deterministic ? a.dq_semaphore + rows / T::kBlockM : nullptr;
@@ -34,7 +37,7 @@ CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStor
         while (load_acquire(sem) != turn) {
         }
       }
-      bulk_reduce_add_f32(a.dq_accum + rows * T::kHeadDim, smem.dq.data(), T::kDqFloats * sizeof(float));
+      bulk_reduce_add_f32(a.dq_accum + rows * T::kHeadDim, smem.dq.data() + buf * T::kDqFloats, T::kDqFloats * sizeof(float));
       if (sem) {  // the next key tile may add once this add has landed
         bulk_wait_all();
         __threadfence();
@@ -44,7 +47,7 @@ CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStor
       }
     }
     __syncwarp();  // the whole warp reaches the named barriers together
-    if (m > tile.m_begin) cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqEmpty);
+    if (j + 2 < count) cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqEmpty + buf);
   }
   if (leader) bulk_wait_all();  // the staging buffer must outlive the last add
 }

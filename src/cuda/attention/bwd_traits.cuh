@@ -85,7 +85,7 @@ struct BwdTraits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>, 1024> ds;
-    cute::array_aligned<float, kDqFloats, 128> dq;  // staging for the bulk reduce-add, MMA order
+    cute::array_aligned<float, 2 * kDqFloats, 128> dq;  // two staging buffers for the bulk reduce-add, MMA order
     cute::array_aligned<float, kBlockM * kStages, 16> lse2;
     cute::array_aligned<float, kBlockM * kStages, 16> delta;
     typename Pipeline::SharedStorage pipeline_q;   // Q + lse2
