@@ -45,6 +45,26 @@ void* workspace(size_t bytes) {
   return buf;
 }
 
+// The options the forward and backward entry points share (mask, varlen, softcap, scale, stream).
+template <class P>
+void set_options(P& p, int causal, int top_left, int64_t window_left, int64_t window_right, double softcap, double scale,
+                 const int32_t* cu_q, const int32_t* cu_k, int64_t num_seqs, int64_t max_q, int64_t max_k, void* stream) {
+  if (cu_q) {
+    const Device dev = Device::cuda(0);
+    p.cu_seqlens_q = TensorView::contiguous(const_cast<int32_t*>(cu_q), DType::kInt32, dev, {num_seqs + 1});
+    p.cu_seqlens_k = TensorView::contiguous(const_cast<int32_t*>(cu_k), DType::kInt32, dev, {num_seqs + 1});
+    p.max_seqlen_q = max_q;
+    p.max_seqlen_k = max_k;
+  }
+  p.mask.causal = causal != 0;
+  p.mask.align = top_left ? CausalAlign::kTopLeft : CausalAlign::kBottomRight;
+  p.mask.window_left = window_left;
+  p.mask.window_right = window_right;
+  p.softcap = softcap;
+  if (scale > 0) p.scale = scale;
+  p.stream = stream;
+}
+
 }  // namespace
 
 extern "C" {
@@ -62,20 +82,7 @@ int attnkit_c_attention_fwd(void* q, void* k, void* v, void* out, void* lse, int
   p.v = L.view(v, Sk, Hkv, D);
   p.out = L.view(out, Sq, Hq, D);
   if (lse) p.lse = L.lse(lse, Sq, Hq);
-  if (cu_q) {
-    const Device dev = Device::cuda(0);
-    p.cu_seqlens_q = TensorView::contiguous(const_cast<int32_t*>(cu_q), DType::kInt32, dev, {num_seqs + 1});
-    p.cu_seqlens_k = TensorView::contiguous(const_cast<int32_t*>(cu_k), DType::kInt32, dev, {num_seqs + 1});
-    p.max_seqlen_q = max_q;
-    p.max_seqlen_k = max_k;
-  }
-  p.mask.causal = causal != 0;
-  p.mask.align = top_left ? CausalAlign::kTopLeft : CausalAlign::kBottomRight;
-  p.mask.window_left = window_left;
-  p.mask.window_right = window_right;
-  p.softcap = softcap;
-  if (scale > 0) p.scale = scale;
-  p.stream = stream;
+  set_options(p, causal, top_left, window_left, window_right, softcap, scale, cu_q, cu_k, num_seqs, max_q, max_k, stream);
   p.workspace.bytes = attention_forward_workspace_size(p);
   p.workspace.data = workspace(p.workspace.bytes);
   if (!p.workspace.data) return fail(Status(StatusCode::kBackendError, "cudaMalloc failed"), err, errlen);
@@ -101,22 +108,9 @@ int attnkit_c_attention_bwd(void* q, void* k, void* v, void* out, void* lse, voi
   p.dk = L.view(dk, Sk, Hkv, D);
   p.dv = L.view(dv, Sk, Hkv, D);
   p.lse = L.lse(lse, Sq, Hq);
-  if (cu_q) {
-    const Device dev = Device::cuda(0);
-    p.cu_seqlens_q = TensorView::contiguous(const_cast<int32_t*>(cu_q), DType::kInt32, dev, {num_seqs + 1});
-    p.cu_seqlens_k = TensorView::contiguous(const_cast<int32_t*>(cu_k), DType::kInt32, dev, {num_seqs + 1});
-    p.max_seqlen_q = max_q;
-    p.max_seqlen_k = max_k;
-  }
-  p.mask.causal = causal != 0;
-  p.mask.align = top_left ? CausalAlign::kTopLeft : CausalAlign::kBottomRight;
-  p.mask.window_left = window_left;
-  p.mask.window_right = window_right;
-  p.softcap = softcap;
-  if (scale > 0) p.scale = scale;
+  set_options(p, causal, top_left, window_left, window_right, softcap, scale, cu_q, cu_k, num_seqs, max_q, max_k, stream);
   p.gqa_reduction = split ? GqaReduction::kSplit : GqaReduction::kAtomic;
   p.deterministic = deterministic != 0;
-  p.stream = stream;
   p.workspace.bytes = attention_backward_workspace_size(p);
   p.workspace.data = workspace(p.workspace.bytes);
   if (!p.workspace.data) return fail(Status(StatusCode::kBackendError, "cudaMalloc failed"), err, errlen);

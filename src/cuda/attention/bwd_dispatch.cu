@@ -8,6 +8,7 @@
 
 #include "src/cuda/api.hpp"
 #include "src/cuda/attention/bwd_args.hpp"
+#include "src/cuda/attention/dispatch_common.hpp"
 #include "src/cuda/attention/tma_checks.hpp"
 
 namespace attnkit::cuda {
@@ -57,69 +58,34 @@ cudaError_t launch_for_head_dim(int d, const AttnBwdArgs& a) {
 size_t attention_backward_workspace_size(const AttentionBwdParams& p) { return BwdWorkspace(p).total; }
 
 Status attention_backward(const AttentionBwdParams& p) {
-  if (p.q.dtype != DType::kBFloat16 && p.q.dtype != DType::kFloat16)
-    return Unsupported(std::string("q: the CUDA kernels take bfloat16 or float16, got ") + dtype_name(p.q.dtype));
+  ATTNKIT_RETURN_IF_ERROR(check_dtype_and_head_dim(p.q, p.v, {64, 128}, "the CUDA backward (so far)"));
   const int64_t D = p.q.size(-1);
-  if ((D != 64 && D != 128) || p.v.size(-1) != D)
-    return Unsupported("q: the CUDA backward supports head dims D = Dv in {64, 128} so far, got D = " + std::to_string(D) +
-                       ", Dv = " + std::to_string(p.v.size(-1)));
   for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"},
                          std::pair{&p.dout, "dout"}, std::pair{&p.dq, "dq"}, std::pair{&p.dk, "dk"}, std::pair{&p.dv, "dv"}})
     ATTNKIT_RETURN_IF_ERROR(check_tma_operand(*t, name));
   const bool varlen = p.cu_seqlens_q.defined();
-  const int o = varlen ? 0 : 1;
   AttnBwdArgs a;
-  a.q = p.q.data;
-  a.k = p.k.data;
-  a.v = p.v.data;
+  ATTNKIT_RETURN_IF_ERROR(fill_shared_args(p, a));
   a.out = p.out.data;
   a.dout = p.dout.data;
   a.lse = static_cast<const float*>(p.lse.data);
   a.dq = p.dq.data;
   a.dk = p.dk.data;
   a.dv = p.dv.data;
-  auto strides = [&](const TensorView& t, int64_t (&s)[3]) {
-    s[0] = varlen ? 0 : t.strides[0];
-    s[1] = t.strides[o];
-    s[2] = t.strides[o + 1];
-  };
-  strides(p.q, a.q_stride);
-  strides(p.k, a.k_stride);
-  strides(p.v, a.v_stride);
-  strides(p.out, a.o_stride);
-  strides(p.dout, a.do_stride);
-  strides(p.dq, a.dq_stride);
-  strides(p.dk, a.dk_stride);
-  strides(p.dv, a.dv_stride);
-  a.lse_stride[0] = varlen ? 0 : p.lse.strides[0];
-  a.lse_stride[1] = p.lse.strides[varlen ? 0 : 1];
-  a.lse_stride[2] = p.lse.strides[varlen ? 1 : 2];
-  a.heads_q = static_cast<int>(p.q.size(o + 1));
-  a.heads_kv = static_cast<int>(p.k.size(o + 1));
+  bsh_strides(p.out, varlen, a.o_stride);
+  bsh_strides(p.dout, varlen, a.do_stride);
+  bsh_strides(p.dq, varlen, a.dq_stride);
+  bsh_strides(p.dk, varlen, a.dk_stride);
+  bsh_strides(p.dv, varlen, a.dv_stride);
+  lse_strides(p.lse, varlen, a.lse_stride);
   a.head_dim = static_cast<int>(D);
-  a.seqlen_q = static_cast<int>(p.q.size(o));
-  a.seqlen_k = static_cast<int>(p.k.size(o));
-  if (varlen) {
-    a.batch = static_cast<int>(p.cu_seqlens_q.size(0) - 1);
-    a.cu_seqlens_q = static_cast<const int32_t*>(p.cu_seqlens_q.data);
-    a.cu_seqlens_k = static_cast<const int32_t*>(p.cu_seqlens_k.data);
-    if ((p.max_seqlen_q <= 0 && a.seqlen_q > 0) || (p.max_seqlen_k <= 0 && a.seqlen_k > 0))
-      return InvalidArgument("max_seqlen_q, max_seqlen_k: the CUDA kernels need the longest lengths (> 0) for varlen input");
-    a.max_seqlen_q = static_cast<int>(p.max_seqlen_q);
-    a.max_seqlen_k = static_cast<int>(p.max_seqlen_k);
-  } else {
-    a.batch = static_cast<int>(p.q.size(0));
-    a.max_seqlen_q = a.seqlen_q;
-    a.max_seqlen_k = a.seqlen_k;
-  }
+  if (varlen && p.max_seqlen_k <= 0 && a.seqlen_k > 0)
+    return InvalidArgument("max_seqlen_k: the CUDA kernels need the longest key length (> 0) for varlen input");
+  a.max_seqlen_k = varlen ? static_cast<int>(p.max_seqlen_k) : a.seqlen_k;
   if (a.batch > 65535)
     return Unsupported("cu_seqlens_q: the CUDA backward takes at most 65535 sequences per call, got " + std::to_string(a.batch));
-  a.scale = static_cast<float>(p.scale ? *p.scale : 1.0 / std::sqrt(static_cast<double>(D)));
-  a.softcap = static_cast<float>(p.softcap);
-  a.mask = p.mask;
   a.deterministic = p.deterministic;
   a.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
-  a.stream = p.stream;
 
   const BwdWorkspace ws(p);
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)

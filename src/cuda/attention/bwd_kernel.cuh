@@ -8,17 +8,15 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "src/cuda/attention/bwd_consumer.cuh"
+#include "src/cuda/attention/fwd_kernel.cuh"  // make_tma_pipeline
 
 namespace attnkit::cuda::attn {
 
+// The Q or dO pipeline (see make_tma_pipeline).
 template <class Traits, bool kInitBarriers = false>
 CUTE_DEVICE typename Traits::Pipeline make_bwd_pipeline(typename Traits::Pipeline::SharedStorage& storage, bool producer) {
-  typename Traits::Pipeline::Params pp;
-  pp.role = producer ? Traits::Pipeline::ThreadCategory::Producer : Traits::Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 128 * Traits::kConsumerWGs;
-  pp.transaction_bytes = Traits::kTmaBytesQ;
-  return typename Traits::Pipeline(storage, pp, Shape<_1, _1, _1>{}, cute::bool_constant<kInitBarriers>{});
+  return make_tma_pipeline<typename Traits::Pipeline, kInitBarriers>(storage, producer, 128 * Traits::kConsumerWGs,
+                                                                     Traits::kTmaBytesQ);
 }
 
 template <class Traits>

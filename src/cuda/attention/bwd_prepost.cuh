@@ -13,12 +13,6 @@
 
 namespace attnkit::cuda::attn {
 
-struct QuerySeq {
-  int offset, len;
-  CUTE_DEVICE QuerySeq(const AttnBwdArgs& a, int b)
-      : offset(a.cu_seqlens_q ? a.cu_seqlens_q[b] : 0), len(a.cu_seqlens_q ? a.cu_seqlens_q[b + 1] - offset : a.seqlen_q) {}
-};
-
 constexpr int kPreprocessRows = 8;  // one warp per row
 
 // grid (ceil(max padded rows / 8), heads_q, batch), 256 threads.
@@ -26,12 +20,12 @@ template <class Element>
 __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const AttnBwdArgs a) {
   const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x % 32;
   const int r = blockIdx.x * kPreprocessRows + threadIdx.x / 32;
-  const QuerySeq seq(a, b);
-  if (r >= (seq.len + kBwdBlockM - 1) / kBwdBlockM * kBwdBlockM) return;
+  const SeqInfo seq(a, b);
+  if (r >= (seq.seqlen_q + kBwdBlockM - 1) / kBwdBlockM * kBwdBlockM) return;
   const bool varlen = a.cu_seqlens_q != nullptr;
   float delta = 0.f, lse2 = INFINITY;
-  if (r < seq.len) {
-    const int64_t token = int64_t(seq.offset) + r;
+  if (r < seq.seqlen_q) {
+    const int64_t token = int64_t(seq.offset_q) + r;
     const Element* o = static_cast<const Element*>(a.out) + (varlen ? 0 : b * a.o_stride[0]) + token * a.o_stride[1] + h * a.o_stride[2];
     const Element* g = static_cast<const Element*>(a.dout) + (varlen ? 0 : b * a.do_stride[0]) + token * a.do_stride[1] +
                        h * a.do_stride[2];
@@ -40,7 +34,7 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
     const float lse = a.lse[(varlen ? 0 : b * a.lse_stride[0]) + h * a.lse_stride[1] + token * a.lse_stride[2]];
     lse2 = lse == -INFINITY ? INFINITY : lse * float(M_LOG2E);
   }
-  const int64_t idx = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset) + r;
+  const int64_t idx = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + r;
   if (lane == 0) {
     a.delta[idx] = delta;
     a.lse2[idx] = lse2;
@@ -59,11 +53,11 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs
   using T = Traits;
   using Element = typename T::Element;
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
-  const QuerySeq seq(a, b);
-  if (m * T::kBlockM >= seq.len) return;
+  const SeqInfo seq(a, b);
+  if (m * T::kBlockM >= seq.seqlen_q) return;
   typename T::TiledMmadQ mma;
   Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [M, D/2] / 128 threads
-  const int64_t rows = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset) + m * T::kBlockM;
+  const int64_t rows = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + m * T::kBlockM;
   const float4* src = reinterpret_cast<const float4*>(a.dq_accum + rows * T::kHeadDim);
   CUTE_UNROLL
   for (int j = 0; j < size(acc) / 4; ++j) {
@@ -79,8 +73,8 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs
   CUTE_UNROLL
   for (int mi = 0; mi < size<0>(acc_rc); ++mi) {
     const int row = m * T::kBlockM + get<0>(c_rc(mi, 0));
-    if (row >= seq.len) continue;
-    Element* out = static_cast<Element*>(a.dq) + (varlen ? 0 : b * a.dq_stride[0]) + (int64_t(seq.offset) + row) * a.dq_stride[1] +
+    if (row >= seq.seqlen_q) continue;
+    Element* out = static_cast<Element*>(a.dq) + (varlen ? 0 : b * a.dq_stride[0]) + (int64_t(seq.offset_q) + row) * a.dq_stride[1] +
                    h * a.dq_stride[2];
     CUTE_UNROLL
     for (int ni = 0; ni < size<1>(acc_rc); ni += 2) {  // columns (c, c + 1) are adjacent registers

@@ -12,16 +12,24 @@
 
 namespace attnkit::cuda::attn {
 
-// The K or V pipeline as seen by one role. The barriers are initialised once, before the roles
-// split; each role then builds its own handle so no pipeline state lives across setmaxnreg.
+// A TMA pipeline as seen by one role. The barriers are initialised once (kInitBarriers), before
+// the roles split; each role then builds its own handle so no pipeline state lives across setmaxnreg.
+template <class Pipeline, bool kInitBarriers = false>
+CUTE_DEVICE Pipeline make_tma_pipeline(typename Pipeline::SharedStorage& storage, bool producer, int num_consumers,
+                                       uint32_t transaction_bytes) {
+  typename Pipeline::Params pp;
+  pp.role = producer ? Pipeline::ThreadCategory::Producer : Pipeline::ThreadCategory::Consumer;
+  pp.is_leader = threadIdx.x == 0;
+  pp.num_consumers = num_consumers;
+  pp.transaction_bytes = transaction_bytes;
+  return Pipeline(storage, pp, Shape<_1, _1, _1>{}, cute::bool_constant<kInitBarriers>{});
+}
+
+// The K or V pipeline of the forward kernel.
 template <class Traits, bool kInitBarriers = false>
 CUTE_DEVICE typename Traits::Pipeline make_pipeline(typename Traits::Pipeline::SharedStorage& storage, bool producer) {
-  typename Traits::Pipeline::Params pp;
-  pp.role = producer ? Traits::Pipeline::ThreadCategory::Producer : Traits::Pipeline::ThreadCategory::Consumer;
-  pp.is_leader = threadIdx.x == 0;
-  pp.num_consumers = 128 * Traits::kConsumerWGs;
-  pp.transaction_bytes = Traits::kTmaBytesKV;
-  return typename Traits::Pipeline(storage, pp, Shape<_1, _1, _1>{}, cute::bool_constant<kInitBarriers>{});
+  return make_tma_pipeline<typename Traits::Pipeline, kInitBarriers>(storage, producer, 128 * Traits::kConsumerWGs,
+                                                                     Traits::kTmaBytesKV);
 }
 
 template <class Traits>

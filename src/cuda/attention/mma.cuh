@@ -22,9 +22,10 @@ CUTE_DEVICE void gemm_ss_zero(TiledMma& mma, TA const& a, TB const& b, TC& c) {
   warpgroup_fence_operand(c);
 }
 
-// C += A . B with both operands in shared memory.
-template <class TiledMma, class TA, class TB, class TC>
-CUTE_DEVICE void gemm_ss(TiledMma& mma, TA const& a, TB const& b, TC& c) {
+// C += A . B with B in shared memory and A in registers (kRegisterA, fenced like C) or shared memory.
+template <bool kRegisterA, class TiledMma, class TA, class TB, class TC>
+CUTE_DEVICE void gemm_accumulate(TiledMma& mma, TA& a, TB const& b, TC& c) {
+  if constexpr (kRegisterA) warpgroup_fence_operand(a);
   warpgroup_fence_operand(c);
   warpgroup_arrive();
   mma.accumulate_ = GMMA::ScaleOut::One;
@@ -34,17 +35,14 @@ CUTE_DEVICE void gemm_ss(TiledMma& mma, TA const& a, TB const& b, TC& c) {
   warpgroup_fence_operand(c);
 }
 
-// C += A . B with A in registers.
 template <class TiledMma, class TA, class TB, class TC>
 CUTE_DEVICE void gemm_rs(TiledMma& mma, TA& a, TB const& b, TC& c) {
-  warpgroup_fence_operand(a);
-  warpgroup_fence_operand(c);
-  warpgroup_arrive();
-  mma.accumulate_ = GMMA::ScaleOut::One;
-  CUTE_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) cute::gemm(mma, a(_, _, k), b(_, _, k), c);
-  warpgroup_commit_batch();
-  warpgroup_fence_operand(c);
+  gemm_accumulate<true>(mma, a, b, c);
+}
+
+template <class TiledMma, class TA, class TB, class TC>
+CUTE_DEVICE void gemm_ss(TiledMma& mma, TA& a, TB const& b, TC& c) {
+  gemm_accumulate<false>(mma, a, b, c);
 }
 
 }  // namespace attnkit::cuda::attn
