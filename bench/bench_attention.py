@@ -48,6 +48,22 @@ class Attnkit:
             raise RuntimeError(self.err.value.decode())
 
 
+def device_meta():
+    """What every result row records about the run: GPU, SM count, torch, date, clocks."""
+    props = torch.cuda.get_device_properties(0)
+    meta = dict(gpu=torch.cuda.get_device_name(), sms=props.multi_processor_count, torch=torch.__version__,
+                date=datetime.date.today().isoformat())
+    try:
+        meta["clocks"] = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks.mem", "--format=csv,noheader"],
+                                        capture_output=True, text=True).stdout.strip()
+    except OSError:
+        pass
+    return meta
+
+
+VARLEN_LENS = [4096, 3000, 2500, 2048, 1800, 1500, 1000, 436]  # 8 sequences, 16k tokens
+
+
 def flops(B, H, Sq, Sk, D, causal):
     return 4 * B * H * Sq * Sk * D * (0.5 if causal else 1.0)
 
@@ -75,15 +91,7 @@ def main():
     args = ap.parse_args()
     ak = Attnkit(load_lib(args.lib))
     dev = "cuda"
-    props = torch.cuda.get_device_properties(0)
-    meta = dict(gpu=torch.cuda.get_device_name(), sms=props.multi_processor_count, torch=torch.__version__,
-                date=datetime.date.today().isoformat())
-    try:
-        meta["clocks"] = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks.mem", "--format=csv,noheader"],
-                                        capture_output=True, text=True).stdout.strip()
-    except OSError:
-        pass
-    rows = []
+    meta = device_meta()
     print(json.dumps(meta))
     cases = []
     for D in (64, 128, 256):
@@ -117,7 +125,7 @@ def main():
               f"{row['ratio_cudnn']:8.2f}x {row['ratio_flash']:8.2f}x  {err:.3g}", flush=True)
     # One varlen batch: 8 sequences, 16k tokens, D128, 16 heads, causal. The peer runs the same
     # sequences padded to the longest (SDPA has no varlen); FLOPs count real tokens only.
-    lens = [4096, 3000, 2500, 2048, 1800, 1500, 1000, 436]
+    lens = VARLEN_LENS
     cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), device=dev, dtype=torch.int32)
     T, H, D = sum(lens), 16, 128
     q = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16)

@@ -8,14 +8,13 @@ do_bench (CUDA events, L2 flushed between runs), median. attnkit is timed on its
 (out and LSE from its forward); the peers on torch.autograd.grad of a retained SDPA graph, which runs
 only their backward kernels. The deterministic column is attnkit with deterministic=True.
 """
-import argparse, ctypes, datetime, json, os, subprocess
+import argparse, ctypes, json, os
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from triton.testing import do_bench
 
-from bench_attention import Attnkit, load_lib, flops
+from bench_attention import VARLEN_LENS, Attnkit, device_meta, flops, load_lib, time_ms
 
 
 def load_bwd(path):
@@ -24,10 +23,6 @@ def load_bwd(path):
     f.argtypes = [P] * 9 + [I64] * 6 + [I, I, I, I, I64, I64, D, D, P, P, I64, I64, I64, I, I, P, ctypes.c_char_p, I]
     f.restype = I
     return f
-
-
-def time_ms(fn):
-    return do_bench(fn, warmup=25, rep=200, return_mode="median")
 
 
 def sdpa_bwd_ms(backend, q, k, v, causal, dout):
@@ -53,14 +48,7 @@ def main():
     bwd = load_bwd(args.lib)
     errbuf = ctypes.create_string_buffer(512)
     dev = "cuda"
-    props = torch.cuda.get_device_properties(0)
-    meta = dict(gpu=torch.cuda.get_device_name(), sms=props.multi_processor_count, torch=torch.__version__,
-                date=datetime.date.today().isoformat())
-    try:
-        meta["clocks"] = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks.mem", "--format=csv,noheader"],
-                                        capture_output=True, text=True).stdout.strip()
-    except OSError:
-        pass
+    meta = device_meta()
     print(json.dumps(meta))
 
     def ak_bwd(q, k, v, out, lse, dout, dq, dk, dv, causal, layout, cu=None, max_len=0, det=False, split=False):
@@ -117,7 +105,7 @@ def main():
         print(f"{name:38s} {row['tflops']:8.1f} {f / det_ms / 1e9:8.1f} {row['cudnn_tflops']:8.1f} {row['flash_tflops']:8.1f} "
               f"{row['ratio_cudnn']:8.2f}x {row['ratio_flash']:8.2f}x {100 * row['deterministic_cost']:7.0f}%  {err:.3g}", flush=True)
     # One varlen batch (as the forward benchmark): the peers run it padded to the longest sequence.
-    lens = [4096, 3000, 2500, 2048, 1800, 1500, 1000, 436]
+    lens = VARLEN_LENS
     cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), device=dev, dtype=torch.int32)
     T, H, D = sum(lens), 16, 128
     q = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16)
