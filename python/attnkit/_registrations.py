@@ -1,0 +1,184 @@
+"""Fake (meta) shapes and autograd for torch.ops.attnkit.*.
+
+The C++ library names this module (set_python_module), so torch imports it whenever it needs a
+fake implementation, e.g. under torch.compile or torch.export with only the library loaded.
+Output shapes here mirror python/csrc/*_ops.cpp.
+"""
+
+import torch
+
+from attnkit import _library  # noqa: F401  (the ops must exist before registering on them)
+
+ops = torch.ops.attnkit
+_F32 = torch.float32
+
+
+def _check_rank(t, name, rank, layout):
+    torch._check(t.dim() == rank, lambda: f"attnkit: {name}: expected {rank} dims {layout}, got {tuple(t.shape)}")
+
+
+# --- softmax attention -------------------------------------------------------------------------
+
+@torch.library.register_fake("attnkit::attention_fwd")
+def _attention_fwd_fake(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, *args, **kwargs):
+    varlen = cu_seqlens_q is not None or cu_seqlens_k is not None
+    rank, layout = (3, "[total, H, D] (varlen)") if varlen else (4, "[B, S, H, D]")
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        _check_rank(t, name, rank, layout)
+    out = q.new_empty((*q.shape[:-1], v.shape[-1]))
+    lse_shape = (q.shape[1], q.shape[0]) if varlen else (q.shape[0], q.shape[2], q.shape[1])
+    return out, q.new_empty(lse_shape, dtype=_F32)
+
+
+@torch.library.register_fake("attnkit::attention_bwd")
+def _attention_bwd_fake(dout, q, k, v, *args, **kwargs):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+_ATTENTION_OPTIONS = 12  # schema arguments after q, k, v and the two cu_seqlens
+
+
+def _attention_setup(ctx, inputs, output):
+    q, k, v, cu_q, cu_k = inputs[:5]
+    out, lse = output
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+    ctx.options = inputs[5:]
+    ctx.mark_non_differentiable(lse)  # as flash_attn: the LSE is returned without a gradient
+
+
+def _attention_backward(ctx, dout, _dlse):
+    q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+    dq, dk, dv = ops.attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, *ctx.options)
+    return (dq, dk, dv, None, None) + (None,) * _ATTENTION_OPTIONS
+
+
+torch.library.register_autograd("attnkit::attention_fwd", _attention_backward, setup_context=_attention_setup)
+
+
+# --- flex attention ----------------------------------------------------------------------------
+
+@torch.library.register_fake("attnkit::flex_fwd")
+def _flex_fwd_fake(q, k, v, *args, **kwargs):
+    for t, name, layout in ((q, "query", "[B, Hq, Sq, D]"), (k, "key", "[B, Hkv, Sk, D]"), (v, "value", "[B, Hkv, Sk, Dv]")):
+        _check_rank(t, name, 4, layout)
+    return q.new_empty((*q.shape[:-1], v.shape[-1])), q.new_empty(q.shape[:-1], dtype=_F32)
+
+
+@torch.library.register_fake("attnkit::flex_bwd")
+def _flex_bwd_fake(dout, q, k, v, *args, **kwargs):
+    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+
+
+# flex_fwd arguments after q, k, v: scale rel_bias alibi_slopes softcap causal prefix_lengths
+# sliding_window document_ids_q document_ids_kv block_mask block_q block_k deterministic.
+_FLEX_TENSOR_OPTIONS = (1, 2, 5, 7, 8)  # positions (after q, k, v) of the optional tensor arguments
+_FLEX_BLOCK_MASK = 9
+
+
+def _flex_setup(ctx, inputs, output):
+    q, k, v = inputs[:3]
+    options = list(inputs[3:])
+    out, lse = output
+    block_mask = list(options[_FLEX_BLOCK_MASK])
+    # every tensor goes through save_for_backward (torch.compile traces what is saved there)
+    ctx.save_for_backward(q, k, v, out, lse, *(options[i] for i in _FLEX_TENSOR_OPTIONS), *block_mask)
+    for i in _FLEX_TENSOR_OPTIONS:
+        options[i] = None
+    options[_FLEX_BLOCK_MASK] = len(block_mask)
+    ctx.options = options
+    ctx.mark_non_differentiable(lse)
+
+
+def _flex_backward(ctx, dout, _dlse):
+    q, k, v, out, lse, *saved = ctx.saved_tensors
+    options = list(ctx.options)
+    for i, t in zip(_FLEX_TENSOR_OPTIONS, saved):
+        options[i] = t
+    n_block_mask = options[_FLEX_BLOCK_MASK]
+    options[_FLEX_BLOCK_MASK] = saved[len(_FLEX_TENSOR_OPTIONS):len(_FLEX_TENSOR_OPTIONS) + n_block_mask]
+    dq, dk, dv = ops.flex_bwd(dout, q, k, v, out, lse, *options)
+    grads = [None] * len(options)
+    grads[_FLEX_BLOCK_MASK] = [None] * n_block_mask
+    return (dq, dk, dv, *grads)
+
+
+torch.library.register_autograd("attnkit::flex_fwd", _flex_backward, setup_context=_flex_setup)
+
+
+# --- gated delta rule --------------------------------------------------------------------------
+
+def _gdn_state_shape(q, v, initial_state, cu_seqlens, state_v_first):
+    n = cu_seqlens.shape[0] - 1 if cu_seqlens is not None else q.shape[0]
+    K, V = q.shape[3], v.shape[3]
+    return (n, v.shape[2], V, K) if state_v_first else (n, v.shape[2], K, V)
+
+
+def _gdn_out(q, v):
+    _check_rank(q, "q", 4, "[B, T, H, K]")
+    _check_rank(v, "v", 4, "[B, T, HV, V]")
+    return q.new_empty((*q.shape[:2], v.shape[2], v.shape[3]))
+
+
+@torch.library.register_fake("attnkit::gdn_chunk_fwd")
+def _gdn_chunk_fwd_fake(q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None, initial_state=None,
+                        cu_seqlens=None, scale=None, state_v_first=False, use_qk_l2norm=False,
+                        beta_is_logit=False, output_final_state=False):
+    out = _gdn_out(q, v)
+    if not output_final_state:
+        return out, q.new_empty((0,), dtype=_F32)
+    return out, q.new_empty(_gdn_state_shape(q, v, initial_state, cu_seqlens, state_v_first), dtype=_F32)
+
+
+@torch.library.register_fake("attnkit::gdn_recurrent")
+def _gdn_recurrent_fake(q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None, initial_state=None,
+                        cu_seqlens=None, scale=None, state_v_first=False, use_qk_l2norm=False, beta_is_logit=False):
+    out = _gdn_out(q, v)
+    return out, q.new_empty(_gdn_state_shape(q, v, initial_state, cu_seqlens, state_v_first), dtype=_F32)
+
+
+@torch.library.register_fake("attnkit::gdn_recurrent_")
+def _gdn_recurrent_inplace_fake(q, k, v, beta, state, *args, **kwargs):
+    return _gdn_out(q, v)
+
+
+@torch.library.register_fake("attnkit::gdn_chunk_bwd")
+def _gdn_chunk_bwd_fake(dout, dfinal_state, q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None,
+                        initial_state=None, cu_seqlens=None, scale=None, state_v_first=False, *args, **kwargs):
+    def like(t):
+        return torch.empty_like(t) if t is not None else q.new_empty((0,), dtype=_F32)
+
+    dh0 = (q.new_empty(_gdn_state_shape(q, v, initial_state, cu_seqlens, state_v_first), dtype=_F32)
+           if initial_state is not None else q.new_empty((0,), dtype=_F32))
+    dg = like(g) if g is not None else like(gk)
+    return like(q), like(k), like(v), like(beta), dg, dh0, like(A_log), like(dt_bias)
+
+
+# gdn_chunk_fwd / gdn_recurrent arguments: q k v beta g gk A_log dt_bias initial_state cu_seqlens, then
+# scale state_v_first use_qk_l2norm beta_is_logit [output_final_state].
+_GDN_TENSORS = 10
+
+
+def _gdn_setup(ctx, inputs, output):
+    ctx.save_for_backward(*inputs[:_GDN_TENSORS])
+    ctx.options = inputs[_GDN_TENSORS:_GDN_TENSORS + 4]
+    ctx.n_inputs = len(inputs)
+    ctx.returns_final_state = len(inputs) == _GDN_TENSORS + 4 or inputs[_GDN_TENSORS + 4]
+
+
+def _gdn_backward(ctx, dout, dfinal_state):
+    q, k, v, beta, g, gk, A_log, dt_bias, h0, cu_seqlens = ctx.saved_tensors
+    if not ctx.returns_final_state:
+        dfinal_state = None
+    dq, dk, dv, dbeta, dg, dh0, dA_log, ddt_bias = ops.gdn_chunk_bwd(
+        dout, dfinal_state, q, k, v, beta, g, gk, A_log, dt_bias, h0, cu_seqlens, *ctx.options)
+    grads = [dq, dk, dv, dbeta,
+             dg if g is not None else None,
+             dg if gk is not None else None,
+             dA_log if A_log is not None else None,
+             ddt_bias if dt_bias is not None else None,
+             dh0.to(h0.dtype) if h0 is not None else None]
+    return (*grads, *([None] * (ctx.n_inputs - len(grads))))
+
+
+torch.library.register_autograd("attnkit::gdn_chunk_fwd", _gdn_backward, setup_context=_gdn_setup)
+torch.library.register_autograd("attnkit::gdn_recurrent", _gdn_backward, setup_context=_gdn_setup)

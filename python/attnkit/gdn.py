@@ -1,0 +1,124 @@
+"""flash-linear-attention's gated delta rule functions on attnkit's ops (spec/gdn.md).
+
+`chunk_gated_delta_rule` and `fused_recurrent_gated_delta_rule` take FLA's arguments and return
+(o, final_state or None) as FLA does: q, k [B, T, H, K]; v [B, T, HV, V]; g, beta [B, T, HV];
+varlen with B == 1 and int64 cu_seqlens [N+1]; states fp32 [N, HV, K, V] ([N, HV, V, K] with
+state_v_first). Extensions: a per-key gate `gk` [B, T, HV, K] in place of g, and
+`fused_recurrent_gated_delta_rule_update_`, the serving decode that updates a state pool in place
+through per-sequence state indices.
+"""
+
+import warnings
+
+import torch
+
+from attnkit import _registrations  # noqa: F401
+
+__all__ = ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule_update_"]
+
+
+def _state_v_first(state_v_first, kwargs):
+    if "transpose_state_layout" in kwargs:  # FLA's deprecated name
+        if state_v_first:
+            raise ValueError("attnkit: pass either state_v_first or transpose_state_layout, not both")
+        warnings.warn("transpose_state_layout is deprecated; use state_v_first", DeprecationWarning, stacklevel=3)
+        return bool(kwargs.pop("transpose_state_layout"))
+    return state_v_first
+
+
+def _fused_gate(use_gate_in_kernel, g, A_log, dt_bias):
+    """(A_log, dt_bias) for the op: both or neither (FLA allows dt_bias=None, meaning 0)."""
+    if not use_gate_in_kernel:
+        return None, None
+    if A_log is None:
+        raise ValueError("attnkit: A_log must be provided when use_gate_in_kernel=True")
+    if g is None:
+        raise ValueError("attnkit: g (the raw gate) must be provided when use_gate_in_kernel=True")
+    if dt_bias is None:
+        dt_bias = torch.zeros(A_log.shape, dtype=A_log.dtype, device=A_log.device)
+    return A_log, dt_bias
+
+
+def _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval):
+    """(beta, beta_is_logit): with allow_neg_eigval beta = 2 sigmoid(raw), computed here."""
+    if allow_neg_eigval:
+        if not use_beta_sigmoid_in_kernel:
+            raise ValueError("attnkit: allow_neg_eigval=True requires use_beta_sigmoid_in_kernel=True")
+        return 2.0 * torch.sigmoid(beta.float()).to(beta.dtype), False
+    return beta, use_beta_sigmoid_in_kernel
+
+
+def _check_varlen(q, initial_state, cu_seqlens):
+    if cu_seqlens is None:
+        return
+    if q.shape[0] != 1:
+        raise ValueError(f"attnkit: with cu_seqlens the batch size must be 1, got q.shape[0]={q.shape[0]}")
+    if initial_state is not None and initial_state.shape[0] != cu_seqlens.shape[0] - 1:
+        raise ValueError(f"attnkit: initial_state: expected {cu_seqlens.shape[0] - 1} states (one per sequence), "
+                         f"got {initial_state.shape[0]}")
+
+
+def _refuse(kwargs, names):
+    for name in names:
+        if kwargs.get(name) is not None:
+            raise NotImplementedError(f"attnkit: {name} is not supported")
+    unknown = set(kwargs) - set(names) - {"chunk_size", "use_gate_in_kernel", "A_log", "dt_bias", "gk"}
+    if unknown:
+        raise TypeError(f"attnkit: unexpected keyword arguments {sorted(unknown)}")
+
+
+def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                           use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                           state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, chunk_indices=None,
+                           cp_context=None, **kwargs):
+    """Chunked forward (and, through autograd, backward) of the gated delta rule -> (o, final_state)."""
+    state_v_first = _state_v_first(state_v_first, kwargs)
+    if cp_context is not None:
+        raise NotImplementedError("attnkit: cp_context (context parallelism) is not supported")
+    _refuse(kwargs, ())
+    if kwargs.get("chunk_size", 64) not in (16, 32, 64):
+        raise ValueError(f"attnkit: chunk_size must be 16, 32 or 64, got {kwargs['chunk_size']}")
+    _check_varlen(q, initial_state, cu_seqlens)
+    A_log, dt_bias = _fused_gate(kwargs.get("use_gate_in_kernel", False), g, kwargs.get("A_log"), kwargs.get("dt_bias"))
+    beta, beta_is_logit = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    gk = kwargs.get("gk")
+    if gk is not None and g is not None:
+        raise ValueError("attnkit: give either g or gk, not both")
+    o, final_state = torch.ops.attnkit.gdn_chunk_fwd(
+        q, k, v, beta, g, gk, A_log, dt_bias, initial_state, cu_seqlens, scale, state_v_first,
+        use_qk_l2norm_in_kernel, beta_is_logit, output_final_state)
+    return o, (final_state if output_final_state else None)
+
+
+def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=None, scale=None, initial_state=None,
+                                     output_final_state=False, use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                                     A_log=None, dt_bias=None, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                                     state_v_first=False, cu_seqlens=None, **kwargs):
+    """The token recurrence (decode: a few tokens per sequence) -> (o, final_state)."""
+    state_v_first = _state_v_first(state_v_first, kwargs)
+    if gv is not None:
+        raise NotImplementedError("attnkit: gv (per-value gate) is not supported")
+    _refuse(kwargs, ())
+    _check_varlen(q, initial_state, cu_seqlens)
+    if beta is None:
+        beta = torch.ones(v.shape[:3], dtype=q.dtype, device=q.device)
+    A_log, dt_bias = _fused_gate(use_gate_in_kernel, g, A_log, dt_bias)
+    beta, beta_is_logit = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
+    o, final_state = torch.ops.attnkit.gdn_recurrent(
+        q, k, v, beta, g, gk, A_log, dt_bias, initial_state, cu_seqlens, scale, state_v_first,
+        use_qk_l2norm_in_kernel, beta_is_logit)
+    return o, (final_state if output_final_state else None)
+
+
+def fused_recurrent_gated_delta_rule_update_(q, k, v, state, g=None, gk=None, beta=None, scale=None,
+                                             state_indices=None, cu_seqlens=None, use_qk_l2norm_in_kernel=False,
+                                             use_gate_in_kernel=False, A_log=None, dt_bias=None,
+                                             use_beta_sigmoid_in_kernel=False, state_v_first=False):
+    """Decode into `state` (fp32 pool [P, HV, K, V]) in place; sequence n uses state[state_indices[n]]
+    (a negative index skips the sequence and gives output 0). Returns o. No autograd."""
+    if beta is None:
+        beta = torch.ones(v.shape[:3], dtype=q.dtype, device=q.device)
+    A_log, dt_bias = _fused_gate(use_gate_in_kernel, g, A_log, dt_bias)
+    return torch.ops.attnkit.gdn_recurrent_(
+        q, k, v, beta, state, g, gk, A_log, dt_bias, state_indices, cu_seqlens, scale, state_v_first,
+        use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel)
