@@ -4,7 +4,7 @@
 //   attnkit-aoti-run MODEL.pt2 INPUTS.pt OUTPUTS.pt
 //
 // INPUTS.pt holds a tuple (or list) of tensors written by Python's torch.save; they are moved to
-// the device the package was compiled for. OUTPUTS.pt receives the outputs, on the CPU, as a list
+// the device the package was compiled for. OUTPUTS.pt receives the outputs, on the CPU, as a tuple
 // that torch.load reads. The attnkit ops reach the package's proxy executor through torch's
 // dispatcher: this program links libattnkit_torch, whose loading registers them.
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
@@ -55,9 +55,9 @@ int main(int argc, char** argv) {
     for (auto& t : inputs) t = t.to(device);
     std::vector<at::Tensor> outputs = loader.run(inputs);
 
-    c10::List<at::Tensor> on_cpu;
-    for (const auto& t : outputs) on_cpu.push_back(t.cpu());
-    const std::vector<char> bytes = torch::jit::pickle_save(c10::IValue(on_cpu));
+    std::vector<c10::IValue> on_cpu;  // a tuple of tensors: torch.load(weights_only=True) reads it
+    for (const auto& t : outputs) on_cpu.emplace_back(t.cpu());
+    const std::vector<char> bytes = torch::jit::pickle_save(c10::ivalue::Tuple::create(std::move(on_cpu)));
     std::ofstream(argv[3], std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     std::printf("ran %s on %s: %zu inputs -> %zu outputs", argv[1], device.str().c_str(), inputs.size(),
                 outputs.size());

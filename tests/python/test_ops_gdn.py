@@ -1,0 +1,181 @@
+"""attnkit.chunk_gated_delta_rule / fused_recurrent_gated_delta_rule (FLA's signatures) and
+torch.ops.attnkit.gdn_*: against the float64 token recurrence (spec/gdn.md), gradients by finite
+differences and against the recurrence's autograd, the in-place pool decode, the CUDA decode
+kernel against the CPU backend, bad arguments."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+import attnkit  # noqa: E402
+import torch_refs as ref  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not CUDA, reason="no CUDA device")
+
+
+def inputs(B=2, T=20, H=2, HV=4, K=16, V=16, dtype=torch.float64, seed=0, gate="g"):
+    torch.manual_seed(seed)
+    q, k = torch.randn(B, T, H, K, dtype=dtype), F.normalize(torch.randn(B, T, H, K, dtype=dtype), dim=-1)
+    v = torch.randn(B, T, HV, V, dtype=dtype)
+    beta = torch.rand(B, T, HV, dtype=dtype)
+    g = F.logsigmoid(torch.randn(B, T, HV, dtype=torch.float32)).to(dtype) if gate == "g" else None
+    gk = F.logsigmoid(torch.randn(B, T, HV, K, dtype=torch.float32)).to(dtype) if gate == "gk" else None
+    return dict(q=q, k=k, v=v, beta=beta, g=g, gk=gk)
+
+
+CASES = {
+    "plain": dict(),
+    "state_v_first": dict(initial_state=True, state_v_first=True),
+    "l2norm_sigmoid": dict(use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True),
+    "fused_gate": dict(use_gate_in_kernel=True, initial_state=True),
+    "neg_eigval": dict(use_beta_sigmoid_in_kernel=True, allow_neg_eigval=True),
+}
+
+
+def _call(fn, x, case, cu_seqlens=None):
+    """Runs an attnkit function and the reference on the same inputs -> ((o, s), (o_ref, s_ref))."""
+    kw = dict(case)
+    N = x["q"].shape[0] if cu_seqlens is None else len(cu_seqlens) - 1
+    HV, K, V = x["v"].shape[2], x["q"].shape[3], x["v"].shape[3]
+    h0 = None
+    if kw.pop("initial_state", False):
+        torch.manual_seed(9)
+        h0 = torch.randn(N, HV, *((V, K) if kw.get("state_v_first") else (K, V)), dtype=torch.float64)
+    fused = kw.get("use_gate_in_kernel", False)
+    A_log = torch.randn(HV, dtype=torch.float64) * 0.5 if fused else None
+    dt_bias = torch.randn(HV, dtype=torch.float64) if fused else None
+    extra = dict(A_log=A_log, dt_bias=dt_bias) if fused else {}
+    beta = x["beta"]
+    if kw.get("use_beta_sigmoid_in_kernel"):
+        beta = torch.randn_like(beta)
+    args = dict(q=x["q"], k=x["k"], v=x["v"], g=x["g"], beta=beta, initial_state=h0, output_final_state=True,
+                cu_seqlens=cu_seqlens, **kw, **extra)
+    if x["gk"] is not None:
+        args["gk"] = x["gk"]
+    got = fn(**args)
+    ref_beta = 2 * torch.sigmoid(beta) if kw.get("allow_neg_eigval") else beta
+    want = ref.gdn(x["q"], x["k"], x["v"], ref_beta, g=x["g"], gk=x["gk"], A_log=A_log, dt_bias=dt_bias,
+                   initial_state=h0, cu_seqlens=cu_seqlens, state_v_first=kw.get("state_v_first", False),
+                   use_qk_l2norm=kw.get("use_qk_l2norm_in_kernel", False),
+                   beta_is_logit=kw.get("use_beta_sigmoid_in_kernel", False) and not kw.get("allow_neg_eigval"))
+    return got, want
+
+
+@pytest.mark.parametrize("fn", [attnkit.chunk_gated_delta_rule, attnkit.fused_recurrent_gated_delta_rule])
+@pytest.mark.parametrize("case", CASES, ids=list(CASES))
+def test_matches_token_recurrence(fn, case):
+    (o, s), (o_ref, s_ref) = _call(fn, inputs(T=70 if fn is attnkit.chunk_gated_delta_rule else 20), CASES[case])
+    torch.testing.assert_close(o, o_ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(s.double(), s_ref, rtol=1e-5, atol=1e-5)
+
+
+def test_per_key_gate_and_varlen():
+    x = inputs(B=1, T=80, gate="gk")
+    cu = torch.tensor([0, 1, 65, 66, 80], dtype=torch.int64)
+    for fn in (attnkit.chunk_gated_delta_rule, attnkit.fused_recurrent_gated_delta_rule):
+        (o, s), (o_ref, s_ref) = _call(fn, x, dict(initial_state=True), cu_seqlens=cu)
+        torch.testing.assert_close(o, o_ref, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(s.double(), s_ref, rtol=1e-5, atol=1e-5)
+
+
+def test_no_final_state_unless_asked():
+    x = inputs()
+    o, s = attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"])
+    assert s is None and o.shape == (2, 20, 4, 16)
+
+
+@pytest.mark.parametrize("fn", [attnkit.chunk_gated_delta_rule, attnkit.fused_recurrent_gated_delta_rule])
+def test_gradients_finite_differences(fn):
+    x = inputs(B=1, T=9, H=1, HV=2, K=4, V=4)
+    # the recurrent op keeps its state in fp32 (the decode contract), too coarse for finite
+    # differences through h0: its dh0 is checked against the chunked op's instead
+    h0 = torch.randn(1, 2, 4, 4, dtype=torch.float64) if fn is attnkit.chunk_gated_delta_rule else None
+    leaves = [x["q"], x["k"], x["v"], x["g"], x["beta"]] + ([h0] if h0 is not None else [])
+
+    # o only: the final state is fp32 by contract, too coarse for finite differences; its gradient
+    # is checked against the recurrence's autograd below.
+    def run(q, k, v, g, beta, h0=None):
+        return fn(q, k, v, g=g, beta=beta, initial_state=h0)[0]
+
+    assert torch.autograd.gradcheck(run, [t.clone().requires_grad_() for t in leaves])
+
+
+def test_recurrent_gradients_match_chunked():
+    x = inputs(T=12)
+    h0 = torch.randn(2, 4, 16, 16, dtype=torch.float64)
+    grads = []
+    for fn in (attnkit.chunk_gated_delta_rule, attnkit.fused_recurrent_gated_delta_rule):
+        leaves = [t.clone().requires_grad_() for t in (x["q"], x["k"], x["v"], x["g"], x["beta"], h0)]
+        o, s = fn(*leaves[:3], g=leaves[3], beta=leaves[4], initial_state=leaves[5], output_final_state=True)
+        grads.append(torch.autograd.grad((o.sum() + s.sum()), leaves))
+    for name, a, b in zip("q k v g beta h0".split(), *grads):
+        assert ref.rms_ratio(b, a) < 1e-5, name
+
+
+@pytest.mark.parametrize("case", ["plain", "fused_gate", "l2norm_sigmoid"])
+def test_gradients_match_recurrence_autograd(case):
+    x = inputs(T=70)
+    leaves = {n: x[n].clone().requires_grad_() for n in ("q", "k", "v", "g", "beta")}
+    x_grad = dict(x, **leaves)
+    (o, s), (o_ref, s_ref) = _call(attnkit.chunk_gated_delta_rule, x_grad, CASES[case])
+    torch.manual_seed(3)
+    do, ds = torch.randn_like(o_ref), torch.randn_like(s_ref)
+    got = torch.autograd.grad((o, s), list(leaves.values()), (do, ds.to(s)), allow_unused=True)
+    want = torch.autograd.grad((o_ref, s_ref), list(leaves.values()), (do, ds), allow_unused=True)
+    for name, g, w in zip(leaves, got, want):  # (with beta logits, _call makes its own beta: both None)
+        assert (g is None) == (w is None), name
+        if w is not None:
+            assert ref.rms_ratio(g, w) < 1e-6, name
+
+
+def test_inplace_pool_decode_matches_functional():
+    x = inputs(B=3, T=2)
+    pool = torch.randn(5, 4, 16, 16, dtype=torch.float32)
+    idx = torch.tensor([4, -1, 1], dtype=torch.int32)
+    before = pool.clone()
+    o = attnkit.fused_recurrent_gated_delta_rule_update_(x["q"], x["k"], x["v"], pool, g=x["g"], beta=x["beta"],
+                                                         state_indices=idx)
+    o_ref, s_ref = attnkit.fused_recurrent_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], beta=x["beta"],
+                                                            initial_state=before[[4, 0, 1]], output_final_state=True)
+    torch.testing.assert_close(o[[0, 2]], o_ref[[0, 2]])
+    assert torch.equal(o[1], torch.zeros_like(o[1]))  # a padding slot gives 0 and leaves the pool alone
+    torch.testing.assert_close(pool[[4, 1]], s_ref[[0, 2]])
+    assert torch.equal(pool[[0, 2, 3]], before[[0, 2, 3]])
+
+
+@needs_cuda
+@pytest.mark.parametrize("K", [64, 128])
+def test_cuda_decode_matches_cpu(K):
+    x = inputs(B=3, T=4, H=2, HV=4, K=K, V=K, dtype=torch.bfloat16)
+    h0 = torch.randn(3, 4, K, K)
+    cpu = attnkit.fused_recurrent_gated_delta_rule(x["q"], x["k"], x["v"], x["g"].float(), beta=x["beta"],
+                                                   initial_state=h0, output_final_state=True)
+    gpu = attnkit.fused_recurrent_gated_delta_rule(*(t.cuda() for t in (x["q"], x["k"], x["v"], x["g"].float())),
+                                                   beta=x["beta"].cuda(), initial_state=h0.cuda(),
+                                                   output_final_state=True)
+    for c, g in zip(cpu, gpu):
+        assert ref.rms_ratio(g.cpu(), c) < 5e-3
+
+
+@needs_cuda
+def test_cuda_chunk_forward_says_it_is_not_there_yet():
+    x = inputs(dtype=torch.bfloat16)
+    with pytest.raises(NotImplementedError, match="CUDA"):
+        attnkit.chunk_gated_delta_rule(*(t.cuda() for t in (x["q"], x["k"], x["v"], x["g"], x["beta"])))
+
+
+def test_bad_arguments_raise_clear_errors():
+    x = inputs()
+    with pytest.raises(ValueError, match="beta"):
+        attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"][:, :5])
+    with pytest.raises(ValueError, match="batch size must be 1"):
+        attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"],
+                                       cu_seqlens=torch.tensor([0, 20], dtype=torch.int64))
+    with pytest.raises(ValueError, match="A_log"):
+        attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], use_gate_in_kernel=True)
+    with pytest.raises(NotImplementedError, match="gv"):
+        attnkit.fused_recurrent_gated_delta_rule(x["q"], x["k"], x["v"], gv=x["v"])
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], head_first=True)
