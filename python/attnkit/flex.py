@@ -30,14 +30,21 @@ class ScoreMod:
     alibi_slopes: torch.Tensor | None = None
     softcap: float = 0.0
 
+    def __post_init__(self):
+        # torch's flex compiles mods and refuses a captured Python float: __call__ reads this 0-dim
+        # copy (None when off) and never self.softcap
+        cap = torch.tensor(float(self.softcap), dtype=torch.float32) if self.softcap > 0 else None
+        object.__setattr__(self, "_softcap_tensor", cap)
+
     def __call__(self, score, b, h, q_idx, kv_idx):
         if self.rel_bias is not None:
             heads = self.rel_bias.shape[0]
             score = score + self.rel_bias[h if heads > 1 else 0, q_idx - kv_idx + (self.rel_bias.shape[1] + 1) // 2 - 1]
         if self.alibi_slopes is not None:
             score = score + self.alibi_slopes[h] * (kv_idx - q_idx)
-        if self.softcap > 0:
-            score = self.softcap * torch.tanh(score / self.softcap)
+        cap = self._softcap_tensor
+        if cap is not None:
+            score = cap * torch.tanh(score / cap)
         return score
 
 
@@ -65,8 +72,8 @@ class MaskMod:
 
 
 def alibi(slopes):
-    """score + slopes[h] * (kv - q); slopes fp32 [H]."""
-    return ScoreMod(alibi_slopes=slopes)
+    """score + slopes[h] * (kv - q); slopes [H] (kept as fp32)."""
+    return ScoreMod(alibi_slopes=slopes.to(torch.float32))
 
 
 def softcap(cap):
@@ -77,8 +84,8 @@ def softcap(cap):
 
 
 def relative_position_bias(table):
-    """score + table[h, q - kv + Sk - 1]; table fp32 [H|1, 2*Sk - 1]."""
-    return ScoreMod(rel_bias=table)
+    """score + table[h, q - kv + Sk - 1]; table [H|1, 2*Sk - 1] (kept as fp32)."""
+    return ScoreMod(rel_bias=table.to(torch.float32))
 
 
 def compose_scores(*mods):

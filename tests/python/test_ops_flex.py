@@ -1,0 +1,107 @@
+"""attnkit.flex_attention (torch's flex_attention signature, attnkit.flex catalog mods, torch
+BlockMasks): the forward against torch's own flex_attention on the same mods and masks, gradients
+against a dense float64 reference built from the same mod objects (torch's flex has no CPU
+backward)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.nn.attention.flex_attention import create_block_mask  # noqa: E402
+from torch.nn.attention.flex_attention import flex_attention as torch_flex  # noqa: E402
+
+import attnkit  # noqa: E402
+from attnkit import flex  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+B, HQ, HKV, S, D = 2, 4, 2, 150, 32
+
+
+def _qkv(dtype=torch.float64, seed=0):
+    torch.manual_seed(seed)
+    return (torch.randn(B, HQ, S, D, dtype=dtype), torch.randn(B, HKV, S, D, dtype=dtype),
+            torch.randn(B, HKV, S, D, dtype=dtype))
+
+
+def _catalog():
+    torch.manual_seed(1)
+    docs = torch.cumsum(torch.rand(B, S) < 0.03, dim=1).to(torch.int32)
+    return {
+        "none": (None, None),
+        "causal": (None, flex.causal()),
+        "sliding_window_causal": (None, flex.and_masks(flex.causal(), flex.sliding_window(40))),
+        "prefix_lm": (None, flex.prefix_lm(torch.tensor([10, 70], dtype=torch.int32))),
+        "document": (None, flex.document_mask(docs)),
+        "alibi_causal": (flex.alibi(torch.rand(HQ, dtype=torch.float64)), flex.causal()),
+        "softcap": (flex.softcap(2.0), None),
+        "rel_bias_alibi_softcap": (flex.compose_scores(flex.relative_position_bias(torch.randn(HQ, 2 * S - 1)),
+                                                       flex.alibi(torch.rand(HQ)), flex.softcap(5.0)), None),
+    }
+
+
+CATALOG = _catalog()
+
+
+def dense_reference(q, k, v, score_mod, mask_mod):
+    """Full score matrix with the mods applied on broadcast index grids, then softmax."""
+    k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
+    b, h, i, j = (torch.arange(n).view([-1 if d == a else 1 for a in range(4)])
+                  for d, n in enumerate((q.shape[0], q.shape[1], q.shape[2], k.shape[2])))
+    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if score_mod is not None:
+        s = score_mod(s, b, h, i, j)
+    if mask_mod is not None:
+        s = s.masked_fill(~mask_mod(b, h, i, j), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+TORCH_FLEX_CANNOT = set()  # cases torch's own flex cannot run (none now)
+
+
+@pytest.mark.parametrize("name", list(CATALOG))
+def test_matches_torch_flex_forward_and_backward(name):
+    score_mod, mask_mod = CATALOG[name]
+    block_mask = create_block_mask(mask_mod, B, None, S, S, device="cpu") if mask_mod is not None else None
+    q, k, v = (t.requires_grad_() for t in _qkv())
+    out, lse = attnkit.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=True,
+                                      return_lse=True)
+    if name not in TORCH_FLEX_CANNOT:
+        want_out, want_lse = torch_flex(q.detach(), k.detach(), v.detach(), score_mod=score_mod,
+                                        block_mask=block_mask, enable_gqa=True, return_lse=True)
+        torch.testing.assert_close(out.detach(), want_out, rtol=1e-7, atol=1e-7)
+        torch.testing.assert_close(lse, want_lse.float(), rtol=1e-5, atol=1e-5)
+    dense = dense_reference(q, k, v, score_mod, mask_mod)
+    torch.testing.assert_close(out.detach(), dense.detach(), rtol=1e-7, atol=1e-7)
+    dout = torch.randn_like(out)
+    got = torch.autograd.grad(out, (q, k, v), dout)
+    want = torch.autograd.grad(dense, (q, k, v), dout)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_catalog_mods_are_torch_mods():
+    """The same objects run under torch's flex (above); and_masks refuses a doubled field."""
+    with pytest.raises(ValueError, match="given twice"):
+        flex.and_masks(flex.sliding_window(3), flex.sliding_window(4))
+    with pytest.raises(ValueError, match="order"):
+        flex.compose_scores(flex.softcap(2.0), flex.alibi(torch.rand(HQ)))
+
+
+def test_unknown_mods_and_mismatched_masks_raise():
+    q, k, v = _qkv()
+    with pytest.raises(TypeError, match="score_mod must be an attnkit.flex"):
+        attnkit.flex_attention(q, k, v, score_mod=lambda s, b, h, i, j: s, enable_gqa=True)
+    block_mask = create_block_mask(lambda b, h, i, j: i >= j, None, None, S, S, device="cpu")
+    with pytest.raises(TypeError, match="mask_mod must be an attnkit.flex"):
+        attnkit.flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True)
+    with pytest.raises(ValueError, match="enable_gqa"):
+        attnkit.flex_attention(q, k, v)
+    small = create_block_mask(flex.causal(), None, None, 64, 64, device="cpu")
+    with pytest.raises(ValueError, match="block_mask was built for"):
+        attnkit.flex_attention(q, k, v, block_mask=small, enable_gqa=True)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_cuda_says_it_is_not_there_yet():
+    q, k, v = (t.cuda().bfloat16() for t in _qkv())
+    with pytest.raises(NotImplementedError, match="CUDA"):
+        attnkit.flex_attention(q, k, v, enable_gqa=True)
