@@ -1,0 +1,174 @@
+"""torch.library.opcheck for every attnkit op, torch.compile(fullgraph=True) with no graph break,
+and torch.export + AOTInductor packaging run back through the C++ runner (attnkit-aoti-run)."""
+
+import os
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch.library import opcheck  # noqa: E402
+
+import attnkit  # noqa: E402
+from attnkit import flex  # noqa: E402
+
+ops = torch.ops.attnkit
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _attention_args(device, dtype):
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, s, h, 64, dtype=dtype, device=device, requires_grad=True) for s, h in
+               ((17, 4), (33, 2), (33, 2)))
+    return q, k, v
+
+
+def _gdn_args(device, dtype, T=20):
+    torch.manual_seed(1)
+    q = torch.randn(2, T, 2, 64, dtype=dtype, device=device)
+    k = F.normalize(torch.randn(2, T, 2, 64, device=device), dim=-1).to(dtype)
+    v = torch.randn(2, T, 4, 64, dtype=dtype, device=device)
+    beta = torch.rand(2, T, 4, dtype=dtype, device=device)
+    g = F.logsigmoid(torch.randn(2, T, 4, device=device))
+    return q, k, v, beta, g
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_attention(device):
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    q, k, v = _attention_args(device, dtype)
+    opcheck(ops.attention_fwd.default, (q, k, v), dict(causal=True, window_left=8, softcap=3.0))
+    with torch.no_grad():
+        out, lse = ops.attention_fwd(q, k, v, causal=True)
+    q, k, v = (t.detach() for t in (q, k, v))  # the backward op has no backward of its own
+    opcheck(ops.attention_bwd.default, (torch.randn_like(out), q, k, v, out, lse), dict(causal=True))
+    cu = torch.tensor([0, 5, 17], dtype=torch.int32, device=device)
+    opcheck(ops.attention_fwd.default, (q[0], k[0][:17], v[0][:17], cu, cu, 12, 12))
+
+
+def test_opcheck_flex():
+    q, k, v = (torch.randn(1, 4, 40, 16, requires_grad=True) for _ in range(3))
+    slopes = torch.rand(4)
+    from torch.nn.attention.flex_attention import create_block_mask
+    bm = create_block_mask(flex.causal(), None, None, 40, 40, device="cpu", BLOCK_SIZE=16)
+    blocks = [bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks, bm.full_kv_indices]
+    args = (q, k, v, None, None, slopes, 2.0, True, None, -1, None, None, blocks, 16, 16, False)
+    opcheck(ops.flex_fwd.default, args)
+    with torch.no_grad():
+        out, lse = ops.flex_fwd(*args)
+    q, k, v = (t.detach() for t in (q, k, v))
+    opcheck(ops.flex_bwd.default, (torch.randn_like(out), q, k, v, out, lse, *args[3:]))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_opcheck_gdn(device):
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    q, k, v, beta, g = _gdn_args(device, dtype)
+    h0 = torch.randn(2, 4, 64, 64, device=device)
+    opcheck(ops.gdn_recurrent.default, (q, k, v, beta, g), dict(initial_state=h0))
+    pool = torch.randn(5, 4, 64, 64, device=device)
+    idx = torch.tensor([3, 0], dtype=torch.int32, device=device)
+    opcheck(ops.gdn_recurrent_.default, (q, k, v, beta, pool, g), dict(state_indices=idx))
+    if device == "cpu":  # the chunked op has no CUDA kernel yet (issue 5)
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, beta, g, h0)]
+        kw = dict(initial_state=leaves[5], output_final_state=True)
+        opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), kw)
+        with torch.no_grad():
+            out, ht = ops.gdn_chunk_fwd(*leaves[:4], leaves[4], **kw)
+        opcheck(ops.gdn_chunk_bwd.default, (torch.randn_like(out), torch.randn_like(ht), q, k, v, beta, g),
+                dict(initial_state=h0))
+
+
+class TinyModel(torch.nn.Module):
+    """One GQA attention layer and one Gated DeltaNet layer (the GDN layer uses the token
+    recurrence on CUDA, where the chunked kernel does not exist yet)."""
+
+    def __init__(self, dim=128, recurrent_gdn=False):
+        super().__init__()
+        self.recurrent_gdn = recurrent_gdn
+        self.wq, self.wk, self.wv = (torch.nn.Linear(dim, n, bias=False) for n in (dim, dim // 2, dim // 2))
+        self.wgdn = torch.nn.Linear(dim, 2 * 64 + 2 * 64 + 4 * 64 + 8, bias=False)
+        self.A_log = torch.nn.Parameter(torch.zeros(4))
+        self.dt_bias = torch.nn.Parameter(torch.zeros(4))
+
+    def forward(self, x):
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, 2, 64)
+        k = self.wk(x).view(B, T, 1, 64)
+        v = self.wv(x).view(B, T, 1, 64)
+        a = attnkit.flash_attn_func(q, k, v, causal=True).reshape(B, T, -1)
+        qg, kg, vg, gb = self.wgdn(x).split([128, 128, 256, 8], dim=-1)
+        qg, kg, vg = qg.view(B, T, 2, 64), kg.view(B, T, 2, 64), vg.view(B, T, 4, 64)
+        graw, braw = gb.float().split([4, 4], dim=-1)
+        fn = attnkit.fused_recurrent_gated_delta_rule if self.recurrent_gdn else attnkit.chunk_gated_delta_rule
+        o, state = fn(qg, kg, vg, g=graw, beta=braw.to(x.dtype), use_qk_l2norm_in_kernel=True,
+                      use_beta_sigmoid_in_kernel=True, use_gate_in_kernel=True, A_log=self.A_log,
+                      dt_bias=self.dt_bias, output_final_state=True)
+        return a + o.reshape(B, T, -1)[..., :128], state
+
+
+def _model(device):
+    torch.manual_seed(2)
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    model = TinyModel(recurrent_gdn=device == "cuda").to(device=device, dtype=dtype)
+    model.A_log.data, model.dt_bias.data = model.A_log.data.float(), model.dt_bias.data.float()
+    return model, torch.randn(2, 40, 128, device=device, dtype=dtype)
+
+
+def test_compile_fullgraph_forward_and_backward():
+    model, x = _model("cpu")
+    x.requires_grad_()
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True)
+    out_c, state_c = compiled(x)
+    out_e, state_e = model(x)
+    torch.testing.assert_close(out_c, out_e)
+    torch.testing.assert_close(state_c, state_e)
+    grads_c = torch.autograd.grad(out_c.sum() + state_c.sum(), [x, *model.parameters()])
+    grads_e = torch.autograd.grad(out_e.sum() + state_e.sum(), [x, *model.parameters()])
+    for a, b in zip(grads_c, grads_e):
+        torch.testing.assert_close(a, b)
+
+
+def test_compile_fullgraph_flex_and_varlen():
+    q, k, v = (torch.randn(1, 4, 64, 32) for _ in range(3))
+    slopes = torch.rand(4)
+
+    def f(q, k, v):
+        out = attnkit.flex_attention(q, k, v, score_mod=flex.alibi(slopes))
+        cu = torch.tensor([0, 10, 64], dtype=torch.int32)
+        packed = q[0].transpose(0, 1)
+        return out, attnkit.flash_attn_varlen_func(packed, packed, packed, cu, cu, 54, 54, causal=True)
+
+    torch._dynamo.reset()
+    for a, b in zip(torch.compile(f, fullgraph=True)(q, k, v), f(q, k, v)):
+        torch.testing.assert_close(a, b)
+
+
+def _runner():
+    path = os.path.join(os.path.dirname(attnkit.__file__), "attnkit-aoti-run")
+    if not os.path.exists(path):
+        pytest.fail(f"{path} missing: the package installs the runner beside the op library")
+    return path
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_export_aoti_package_runs_in_cpp_runner(device, tmp_path):
+    model, x = _model(device)
+    model.eval()
+    with torch.no_grad():
+        want = model(x)
+    exported = torch.export.export(model, (x,))
+    with torch.no_grad():
+        for a, b in zip(exported.module()(x), want):
+            torch.testing.assert_close(a, b)
+    package = torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp_path / "model.pt2"))
+    torch.save((x.cpu(),), tmp_path / "inputs.pt")
+    run = subprocess.run([_runner(), package, str(tmp_path / "inputs.pt"), str(tmp_path / "outputs.pt")],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    got = torch.load(tmp_path / "outputs.pt")
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b.cpu())
