@@ -58,11 +58,8 @@ def _check_varlen(q, initial_state, cu_seqlens):
                          f"got {initial_state.shape[0]}")
 
 
-def _refuse(kwargs, names):
-    for name in names:
-        if kwargs.get(name) is not None:
-            raise NotImplementedError(f"attnkit: {name} is not supported")
-    unknown = set(kwargs) - set(names) - {"chunk_size", "use_gate_in_kernel", "A_log", "dt_bias", "gk"}
+def _refuse_unknown(kwargs):
+    unknown = set(kwargs) - {"chunk_size", "use_gate_in_kernel", "A_log", "dt_bias", "gk"}
     if unknown:
         raise TypeError(f"attnkit: unexpected keyword arguments {sorted(unknown)}")
 
@@ -75,7 +72,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     state_v_first = _state_v_first(state_v_first, kwargs)
     if cp_context is not None:
         raise NotImplementedError("attnkit: cp_context (context parallelism) is not supported")
-    _refuse(kwargs, ())
+    _refuse_unknown(kwargs)
     if kwargs.get("chunk_size", 64) not in (16, 32, 64):
         raise ValueError(f"attnkit: chunk_size must be 16, 32 or 64, got {kwargs['chunk_size']}")
     _check_varlen(q, initial_state, cu_seqlens)
@@ -98,7 +95,7 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
     state_v_first = _state_v_first(state_v_first, kwargs)
     if gv is not None:
         raise NotImplementedError("attnkit: gv (per-value gate) is not supported")
-    _refuse(kwargs, ())
+    _refuse_unknown(kwargs)
     _check_varlen(q, initial_state, cu_seqlens)
     if beta is None:
         beta = torch.ones(v.shape[:3], dtype=q.dtype, device=q.device)

@@ -4,11 +4,11 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test memcheck bench"; also "bench-bwd", "bench-gdn") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
+# STEPS (default "build test python memcheck bench"; also "bench-bwd", "bench-gdn") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
-STEPS=${STEPS:-build test memcheck bench}
+STEPS=${STEPS:-build test python memcheck bench}
 mkdir -p "$OUT"
 export PATH="/usr/local/cuda/bin:$PATH"
 BUILD_DIR=build-device
@@ -35,7 +35,10 @@ if has test; then
   if grep -q "(Skipped)" "$OUT/tests.log"; then echo "   GPU tests were skipped on a GPU machine"; status=1; fi
   if grep -q "No tests were found" "$OUT/tests.log"; then echo "   ctest found no tests (stale discovery? rm -rf $BUILD_DIR)"; status=1; fi
   step tests.log ctest --test-dir $BUILD_DIR -L cpu -j "$(nproc)"
-  step tests.log python3 -m pytest -q tests/python --attnkit-lib $BUILD_DIR/tools/libattnkit_c.so
+fi
+if has python; then  # the pip-built package (CUDA kernels included) and every Python test
+  step python.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py -m pytest -q -rs tests/python --attnkit-lib $BUILD_DIR/tools/libattnkit_c.so"
+  tail -5 "$OUT/python.log"
 fi
 if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/wgmma_smoke_test

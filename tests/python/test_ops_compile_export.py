@@ -38,11 +38,12 @@ def _gdn_args(device, dtype, T=20):
 def test_opcheck_attention(device):
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     q, k, v = _attention_args(device, dtype)
-    opcheck(ops.attention_fwd.default, (q, k, v), dict(causal=True, window_left=8, softcap=3.0))
+    # deterministic: opcheck compares gradients of repeated runs, fp32 atomics would reorder sums
+    opcheck(ops.attention_fwd.default, (q, k, v), dict(causal=True, window_left=8, softcap=3.0, deterministic=True))
     with torch.no_grad():
         out, lse = ops.attention_fwd(q, k, v, causal=True)
     q, k, v = (t.detach() for t in (q, k, v))  # the backward op has no backward of its own
-    opcheck(ops.attention_bwd.default, (torch.randn_like(out), q, k, v, out, lse), dict(causal=True))
+    opcheck(ops.attention_bwd.default, (torch.randn_like(out), q, k, v, out, lse), dict(causal=True, deterministic=True))
     cu = torch.tensor([0, 5, 17], dtype=torch.int32, device=device)
     opcheck(ops.attention_fwd.default, (q[0], k[0][:17], v[0][:17], cu, cu, 12, 12))
 
@@ -162,7 +163,7 @@ def test_export_aoti_package_runs_in_cpp_runner(device, tmp_path):
     exported = torch.export.export(model, (x,))
     with torch.no_grad():
         for a, b in zip(exported.module()(x), want):
-            torch.testing.assert_close(a, b)
+            torch.testing.assert_close(a, b)  # the exported graph runs the same kernels
     package = torch._inductor.aoti_compile_and_package(exported, package_path=str(tmp_path / "model.pt2"))
     torch.save((x.cpu(),), tmp_path / "inputs.pt")
     run = subprocess.run([_runner(), package, str(tmp_path / "inputs.pt"), str(tmp_path / "outputs.pt")],
@@ -170,5 +171,8 @@ def test_export_aoti_package_runs_in_cpp_runner(device, tmp_path):
     assert run.returncode == 0, run.stderr
     got = torch.load(tmp_path / "outputs.pt")
     assert len(got) == len(want)
+    # On CUDA, Inductor's Triton code for the gate arithmetic rounds differently from eager's
+    # kernels, and the model is bf16: compare at bf16 resolution there.
+    tol = dict(rtol=2e-2, atol=2e-2) if device == "cuda" else {}
     for a, b in zip(got, want):
-        torch.testing.assert_close(a, b.cpu())
+        torch.testing.assert_close(a, b.cpu(), **tol)
