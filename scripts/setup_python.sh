@@ -3,9 +3,9 @@
 # torch (python/, pyproject.toml). Its last line of output is the interpreter to use.
 #   ATTNKIT_PYTHON  use this interpreter (it must import torch); else python3 when it has torch,
 #                   else a virtual environment .venv/ with torch==$TORCH_VERSION from PyPI.
-#   CMAKE_ARGS      passed to the package's CMake build; without a GPU the package is built
-#                   without the CUDA kernels (the main build compiles those) unless CMAKE_ARGS
-#                   says otherwise.
+#   ATTNKIT_PY_CMAKE_ARGS  extra CMake options for the package's build (CMAKE_ARGS, meant for the
+#                   main build, is not passed on). Without a GPU the package is built without the
+#                   CUDA kernels (the main build compiles those) unless these options say otherwise.
 # Offline (the GPU machine) the build backend comes from .whl/ (scripts/device/prepare.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ fi
 
 gpu_args="-DATTNKIT_WITH_CUDA=OFF"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu_args="-DATTNKIT_WITH_CUDA=ON"; fi
-echo "setup_python: pip install --no-build-isolation . ($gpu_args ${CMAKE_ARGS:-})" >&2
-CMAKE_ARGS="$gpu_args ${CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} \
+echo "setup_python: pip install --no-build-isolation . ($gpu_args ${ATTNKIT_PY_CMAKE_ARGS:-})" >&2
+CMAKE_ARGS="$gpu_args ${ATTNKIT_PY_CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} \
   "$py" -m pip install -q --no-build-isolation --no-deps . >&2
 echo "$py"
