@@ -68,7 +68,7 @@ def main():
 
     rows = []
     cases = []
-    for D in (64, 128):
+    for D in (64, 128, 256):
         H = 2048 // D
         for S in ((2048, 8192) if args.quick else (512, 2048, 8192, 16384)):
             for causal in (False, True):

@@ -25,8 +25,8 @@ foreach(hd 64 128 256)
   attnkit_instantiate(src/cuda/attention/fwd_launch.cu.in attention_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
 endforeach()
 
-# Softmax attention backward: (dtype, head dim). D256 is not built yet.
-foreach(hd 64 128)
+# Softmax attention backward: (dtype, head dim).
+foreach(hd 64 128 256)
   attnkit_instantiate(src/cuda/attention/bwd_launch.cu.in attention_bwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
   attnkit_instantiate(src/cuda/attention/bwd_launch.cu.in attention_bwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
 endforeach()

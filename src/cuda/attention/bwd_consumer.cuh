@@ -1,14 +1,16 @@
-// src/cuda/attention/bwd_consumer.cuh — a consumer warpgroup of the backward kernel: dK and dV of
-// its 64 keys accumulated over the query tiles in registers, dQ of each query tile computed by both
-// warpgroups (head-dim halves) and handed to the dQ writer warp (bwd_dq_writer.cuh) through a
-// shared-memory staging buffer (two, used alternately).
+// src/cuda/attention/bwd_consumer.cuh — a consumer warpgroup of the backward kernel: its share of
+// dK and dV (64 keys, or with split D all 64 keys and half the head dim; bwd_traits.cuh)
+// accumulated over the query tiles in registers, dQ of each query tile computed by both warpgroups
+// (head-dim halves) and handed to the dQ writer warp (bwd_dq_writer.cuh) through a shared-memory
+// staging buffer (two, used alternately, when they fit).
 //
 // Per query tile m (stage s; tiles last to first):
 //   issue S^T = K Q^T, dP^T = V dO^T  ->  wait S  ->  P = exp2(S * scale * log2 e - lse2), masked
-//   ->  issue dV += P^T dO  ->  wait dP  ->  dS = P * (dP - delta) (* tanh' with softcap)
-//   ->  store dS^T into sdS  ->  [barrier: sdS whole]  ->  issue dQ = dS K, dK += dS^T Q
-//   ->  wait dQ  ->  [staging free]  dQ into the staging buffer (dK still runs)  ->  [staged]
-//   ->  wait dK, release Q/dO.
+//   ->  issue dV += P^T dO (split D: store P^T into sPt instead)  ->  wait dP
+//   ->  dS = P * (dP - delta) (* tanh' with softcap)  ->  store dS^T into sdS
+//   ->  [barrier: sdS (and sPt) whole]  ->  (split D: issue dV += P^T dO)  ->  issue dQ = dS K,
+//   dK += dS^T Q  ->  wait dQ  ->  [staging free]  dQ into the staging buffer (dK still runs)
+//   ->  [staged]  ->  wait dK, release Q/dO.
 // Query tiles go last to first: the key tiles of a causal mask then all start on the same (last)
 // query tile, so concurrent CTAs share its Q/dO in L2, and in deterministic mode (key tiles add
 // in ascending order) each CTA waits only once, at its first tile, for its predecessors.
@@ -76,17 +78,18 @@ struct BwdConsumer {
     Tensor sKt = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutKt{});     // [D, N]
     Tensor sdS = make_tensor(make_smem_ptr(smem.ds.data()), typename T::SmemLayoutdS{});    // [M, N]
     Tensor sdSt = make_tensor(make_smem_ptr(smem.ds.data()), typename T::SmemLayoutdSt{});  // [N, M]
+    Tensor sPt = make_tensor(make_smem_ptr(smem.pt.data()), typename T::SmemLayoutdSt{});   // [N, M], split D only
     auto wg_sdp = mma_sdp.get_slice(wg * 128);  // operand descriptors are per warpgroup
     auto wg_dv = mma_dv.get_slice(wg * 128);
     auto wg_dk = mma_dk.get_slice(wg * 128);
     auto wg_dq = mma_dq.get_slice(wg * 128);
     Tensor tSrK = wg_sdp.partition_fragment_A(sK);      // this warpgroup's 64 keys
-    Tensor tSrQ = wg_sdp.partition_fragment_B(sQ);      // (.., stage)
+    Tensor tSrQ = wg_sdp.partition_fragment_B(sQ);      // (.., stage); split D: this warpgroup's queries
     Tensor tdPrV = wg_sdp.partition_fragment_A(sV);
     Tensor tdPrdO = wg_sdp.partition_fragment_B(sdO);   // (.., stage)
     Tensor tdVrdO = wg_dv.partition_fragment_B(sdOt);   // (.., stage)
     Tensor tdKrdS = wg_dk.partition_fragment_A(sdSt);   // this warpgroup's 64 keys
-    Tensor tdKrQ = wg_dk.partition_fragment_B(sQt);     // (.., stage)
+    Tensor tdKrQ = wg_dk.partition_fragment_B(sQt);     // (.., stage); split D: this warpgroup's D/2
     Tensor tdQrdS = wg_dq.partition_fragment_A(sdS);
     Tensor tdQrK = wg_dq.partition_fragment_B(sKt);     // this warpgroup's D/2 columns
 
@@ -105,10 +108,11 @@ struct BwdConsumer {
     const int key0 = tile.n_block * T::kBlockN, row0 = m * T::kBlockM;
     // Per-element masking unless every key of this warpgroup is visible to every query row of the
     // tile (rows past the sequence end have lse2 = +inf and so P = 0 without a mask).
-    const int wg_key_first = key0 + wg * 64, wg_key_last = wg_key_first + 63;
-    const int last_row = min(row0 + T::kBlockM, tile.seq.seqlen_q) - 1;
+    const int wg_key_first = key0 + T::wg_key0(wg), wg_key_last = wg_key_first + 63;
+    const int first_row = row0 + T::wg_query0(wg);
+    const int last_row = min(first_row + T::kWgQueries, tile.seq.seqlen_q) - 1;
     const bool needs_mask = wg_key_last >= tile.seq.seqlen_k || tile.rule.lo(last_row) > wg_key_first ||
-                            tile.rule.hi(row0) < wg_key_last;
+                            tile.rule.hi(first_row) < wg_key_last;
     const bool softcap = a.softcap > 0.f;
     ProbArgs pa{softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E), a.softcap, softcap ? a.scale / a.softcap : 0.f,
                 key0, row0, tile.seq.seqlen_k, tile.rule};
@@ -123,14 +127,22 @@ struct BwdConsumer {
       if (needs_mask) scores_to_probs<false, true>(tSrS, tdVrP, cS, lse2, pa);
       else scores_to_probs<false, false>(tSrS, tdVrP, cS, lse2, pa);
     }
-    gemm_rs(mma_dv, tdVrP, tdVrdO(_, _, _, s), tdVrdV);
+    if constexpr (T::kSplitD) {
+      store_pt(tdVrP, sPt, T::wg_key0(wg), T::wg_query0(wg));  // dV needs the other warpgroup's queries too
+    } else {
+      gemm_rs(mma_dv, tdVrP, tdVrdO(_, _, _, s), tdVrdV);
+    }
 
-    warpgroup_wait<1>();  // dP^T ready; dV may still run
+    warpgroup_wait<T::kSplitD ? 0 : 1>();  // dP^T ready; dV may still run
     warpgroup_fence_operand(tdPrdP);
-    store_ds<Element>(tSrS, tdPrdP, cS, delta, sdSt, wg * 64);
-    cutlass::arch::fence_view_async_shared();  // dS^T writes -> visible to WGMMA (async proxy)
+    store_ds<Element>(tSrS, tdPrdP, cS, delta, sdSt, T::wg_key0(wg), T::wg_query0(wg));
+    cutlass::arch::fence_view_async_shared();  // dS^T (P^T) writes -> visible to WGMMA (async proxy)
     cutlass::arch::NamedBarrier::sync(256, kBarrierDsReady);
 
+    if constexpr (T::kSplitD) {
+      Tensor tdVrPt = wg_dv.partition_fragment_A(sPt);  // all 64 queries of P^T
+      gemm_ss(mma_dv, tdVrPt, tdVrdO(_, _, _, s), tdVrdV);
+    }
     Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [M, D/2] / 128 threads
     gemm_ss_zero(mma_dq, tdQrdS, tdQrK, tdQrdQ);
     gemm_ss(mma_dk, tdKrdS, tdKrQ(_, _, _, s), tdKrdK);
@@ -139,8 +151,9 @@ struct BwdConsumer {
     // Staging order: float4 j of thread t at (j * 256 + t) * 4 — conflict-free stores; the
     // postprocess reads it back with the same MMA partitioning.
     static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
-    const int buf = ordinal % 2;
-    if (ordinal >= 2) cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty + buf);  // the writer is done with it
+    const int buf = ordinal % T::kDqBuffers;
+    if (ordinal >= T::kDqBuffers)  // the writer is done with it
+      cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty + buf);
     float4* staging = reinterpret_cast<float4*>(smem.dq.data() + buf * T::kDqFloats);
     CUTE_UNROLL
     for (int j = 0; j < size(tdQrdQ) / 4; ++j)

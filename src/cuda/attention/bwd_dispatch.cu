@@ -50,7 +50,11 @@ struct BwdWorkspace {
 
 template <class Element>
 cudaError_t launch_for_head_dim(int d, const AttnBwdArgs& a) {
-  return d == 64 ? attn::launch_attention_bwd<Element, 64>(a) : attn::launch_attention_bwd<Element, 128>(a);
+  switch (d) {
+    case 64: return attn::launch_attention_bwd<Element, 64>(a);
+    case 128: return attn::launch_attention_bwd<Element, 128>(a);
+    default: return attn::launch_attention_bwd<Element, 256>(a);
+  }
 }
 
 }  // namespace
@@ -58,7 +62,7 @@ cudaError_t launch_for_head_dim(int d, const AttnBwdArgs& a) {
 size_t attention_backward_workspace_size(const AttentionBwdParams& p) { return BwdWorkspace(p).total; }
 
 Status attention_backward(const AttentionBwdParams& p) {
-  ATTNKIT_RETURN_IF_ERROR(check_dtype_and_head_dim(p.q, p.v, {64, 128}, "the CUDA backward (so far)"));
+  ATTNKIT_RETURN_IF_ERROR(check_dtype_and_head_dim(p.q, p.v, {64, 128, 256}, "the CUDA backward"));
   const int64_t D = p.q.size(-1);
   for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"},
                          std::pair{&p.dout, "dout"}, std::pair{&p.dq, "dq"}, std::pair{&p.dk, "dk"}, std::pair{&p.dv, "dv"}})

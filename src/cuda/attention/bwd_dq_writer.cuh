@@ -1,6 +1,6 @@
 // src/cuda/attention/bwd_dq_writer.cuh — the dQ writer warp of the backward kernel (warp 1 of the
 // producer warpgroup): for each query tile, in the consumers' order, waits until the consumers
-// have staged its dQ partial (two staging buffers, used alternately), adds it into dq_accum with
+// have staged its dQ partial (two staging buffers used alternately, or one), adds it into dq_accum with
 // one bulk reduce-add, and frees the buffer once the add has read it (deterministic: landed). The
 // consumers never wait on global memory for dQ; the second buffer gives the writer a tile of slack.
 //
@@ -26,8 +26,8 @@ CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStor
   const bool leader = cute::elect_one_sync();
   const int count = tile.m_end - tile.m_begin;
 #pragma unroll 1
-  for (int j = 0; j < count; ++j) {  // the consumers' order: query tile m_end - 1 - j, buffer j % 2
-    const int m = tile.m_end - 1 - j, buf = j % 2;
+  for (int j = 0; j < count; ++j) {  // the consumers' order: query tile m_end - 1 - j
+    const int m = tile.m_end - 1 - j, buf = j % T::kDqBuffers;
     cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull + buf);
     if (leader) {
       const int64_t rows = tile.row_block(a, m);
@@ -47,7 +47,7 @@ CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStor
       }
     }
     __syncwarp();  // the whole warp reaches the named barriers together
-    if (j + 2 < count) cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqEmpty + buf);
+    if (j + T::kDqBuffers < count) cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqEmpty + buf);
   }
   if (leader) bulk_wait_all();  // the staging buffer must outlive the last add
 }

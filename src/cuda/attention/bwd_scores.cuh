@@ -1,5 +1,6 @@
 // src/cuda/attention/bwd_scores.cuh — the element-wise middle of the backward on one consumer
-// thread's S^T / dP^T fragments (64 keys x 64 queries per warpgroup, 32 values per thread):
+// thread's S^T / dP^T fragments (64 keys x 64 or 32 queries per warpgroup, 32 or 16 values per
+// thread):
 // probabilities from the stored LSE, then dS, written to shared memory with stmatrix.
 //
 // Softcap and masking are template switches chosen once per tile, so the loops are branch-free.
@@ -51,33 +52,57 @@ CUTE_DEVICE void scores_to_probs(TensorS& tSrS, TensorP& tdVrP, TensorC const& c
   }
 }
 
-// dS^T = (P^T tanh') * (dP^T - delta[query]) in 16 bits, stored to sdSt (keys x queries, queries
-// contiguous) with four stmatrix.x4 per thread. Accumulator register i of a 64 x 64 fragment is
-// (column pair c, row half h, column group j) = (i % 2, i / 2 % 2, i / 4); stmatrix matrix k of
-// instruction u is row half k % 2 of column group 2u + k / 2, i.e. the registers 8u + 2k, + 1.
+// Stores one consumer thread's 16-bit S^T-shaped fragment (64 keys x C queries of its warpgroup,
+// packed in pairs) into sT (keys x queries, queries contiguous) at (key_row0, query_col0), with
+// stmatrix.x4. Accumulator register i of a 64 x C fragment is (column pair, row half, column group)
+// = (i % 2, i / 2 % 2, i / 4); stmatrix matrix k of instruction u is row half k % 2 of column
+// group 2u + k / 2, i.e. the registers 8u + 2k, + 1 = packed[4u + k].
+template <int kPacked, class TensorSmem>
+CUTE_DEVICE void stmatrix_store(const uint32_t (&packed)[kPacked], TensorSmem& sT, int key_row0, int query_col0) {
+  static_assert(kPacked % 4 == 0);
+  const int lane = threadIdx.x % 32, warp_in_wg = threadIdx.x / 32 % 4;
+  const int k = lane / 8;  // the matrix whose row address this lane supplies
+  const int row = key_row0 + warp_in_wg * 16 + (k % 2) * 8 + lane % 8;
+  CUTE_UNROLL
+  for (int u = 0; u < kPacked / 4; ++u) {
+    const uint32_t addr = cast_smem_ptr_to_uint(&sT(row, query_col0 + 8 * (2 * u + k / 2)));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(packed[4 * u]),
+                 "r"(packed[4 * u + 1]), "r"(packed[4 * u + 2]), "r"(packed[4 * u + 3]));
+  }
+}
+
+// dS^T = (P^T tanh') * (dP^T - delta[query]) in 16 bits, stored to sdSt.
 template <class Element, class TensorS, class TensorDP, class TensorC, class TensorSmem>
 CUTE_DEVICE void store_ds(TensorS const& tSrS, TensorDP const& tdPrdP, TensorC const& cS, const float* delta, TensorSmem& sdSt,
-                          int wg_key_row0) {
-  static_assert(decltype(size(tSrS))::value == 32, "one 64 x 64 warpgroup fragment");
+                          int key_row0, int query_col0) {
+  constexpr int kPacked = decltype(size(tSrS))::value / 2;
   cutlass::NumericArrayConverter<Element, float, 2> convert;
-  uint32_t packed[16];
+  uint32_t packed[kPacked];
   CUTE_UNROLL
-  for (int k = 0; k < 16; ++k) {
+  for (int k = 0; k < kPacked; ++k) {
     cutlass::Array<float, 2> ds;
     ds[0] = tSrS(2 * k) * (tdPrdP(2 * k) - delta[get<1>(cS(2 * k))]);
     ds[1] = tSrS(2 * k + 1) * (tdPrdP(2 * k + 1) - delta[get<1>(cS(2 * k + 1))]);
     const cutlass::Array<Element, 2> h = convert(ds);
     packed[k] = reinterpret_cast<const uint32_t&>(h);
   }
-  const int lane = threadIdx.x % 32, warp_in_wg = threadIdx.x / 32 % 4;
-  const int k = lane / 8;  // the matrix whose row address this lane supplies
-  const int row = wg_key_row0 + warp_in_wg * 16 + (k % 2) * 8 + lane % 8;
+  stmatrix_store(packed, sdSt, key_row0, query_col0);
+}
+
+// P^T (already in 16 bits, the registers scores_to_probs filled) stored to spt, as dS^T.
+template <class TensorP, class TensorSmem>
+CUTE_DEVICE void store_pt(TensorP const& tdVrP, TensorSmem& spt, int key_row0, int query_col0) {
+  using Element = typename TensorP::value_type;
+  constexpr int kPacked = decltype(size(tdVrP))::value / 2;
+  uint32_t packed[kPacked];
   CUTE_UNROLL
-  for (int u = 0; u < 4; ++u) {
-    const uint32_t addr = cast_smem_ptr_to_uint(&sdSt(row, 8 * (2 * u + k / 2)));
-    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(packed[4 * u]),
-                 "r"(packed[4 * u + 1]), "r"(packed[4 * u + 2]), "r"(packed[4 * u + 3]));
+  for (int k = 0; k < kPacked; ++k) {
+    cutlass::Array<Element, 2> h;
+    h[0] = tdVrP(2 * k);
+    h[1] = tdVrP(2 * k + 1);
+    packed[k] = reinterpret_cast<const uint32_t&>(h);
   }
+  stmatrix_store(packed, spt, key_row0, query_col0);
 }
 
 }  // namespace attnkit::cuda::attn

@@ -1,16 +1,29 @@
 // src/cuda/attention/bwd_traits.cuh — compile-time shape of the backward kernel for one
 // (element type, head dim): tiles, warp roles, shared-memory layouts, TMA and WGMMA types.
 //
-// A CTA owns a key tile of kBlockN = 128 keys of one (query head, sequence) and streams the query
-// tiles (kBlockM = 64 rows) that see it. Warpgroup 0 is the producer; consumer warpgroup w owns
-// keys [64w, 64w + 64) of the tile for the transposed products and dK/dV, and head-dim columns
-// [wD/2, (w+1)D/2) for dQ:
+// A CTA owns a key tile of kBlockN keys of one (query head, sequence) and streams the query tiles
+// (kBlockM = 64 rows) that see it. Warpgroup 0 is the producer; the two consumer warpgroups split
+// the work one of two ways.
+//
+// D <= 128 (kBlockN = 128): consumer warpgroup w owns keys [64w, 64w + 64) for the transposed
+// products and dK/dV, and head-dim columns [wD/2, (w+1)D/2) for dQ:
 //   S^T [64k, M]   = K_w [64k, D] . Q^T           SS, both K-major
 //   dP^T [64k, M]  = V_w [64k, D] . dO^T          SS, both K-major
 //   dV_w [64k, D] += P^T [64k, M] . dO [M, D]     RS, dO read MN-major (its transposed view)
 //   dK_w [64k, D] += dS^T [64k, M] . Q [M, D]     SS, dS^T from shared memory, Q read MN-major
 //   dQ [M, D/2]    = dS [M, N] . K [N, D/2]       SS, dS stored M-major by the transposed writes
+//
+// D = 256 ("split D", kBlockN = 64): dK and dV of 64 keys x 256 would need 256 registers per
+// thread, so warpgroup w owns head-dim columns [128w, 128w + 128) of dK, dV and dQ, and query
+// columns [32w, 32w + 32) of S^T and dP^T; P^T reaches dV through shared memory like dS^T:
+//   S^T [64k, M/2]  = K [64k, D] . Q_w^T          SS
+//   dV [64k, D/2]  += P^T [64k, M] . dO [M, D/2]  SS, P^T from shared memory
+//   dK [64k, D/2]  += dS^T [64k, M] . Q [M, D/2]  SS
+//   dQ [M, D/2]     = dS [M, 64k] . K [64k, D/2]  SS
+// Q and dO are single-buffered and dQ has one staging buffer, to fit in shared memory.
 #pragma once
+#include <type_traits>
+
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
@@ -26,30 +39,41 @@ template <class Element_, int kHeadDim_>
 struct BwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
-  static constexpr int kBlockM = kBwdBlockM;  // query rows per streamed tile
-  static constexpr int kBlockN = 128;         // keys per CTA (64 per consumer warpgroup)
-  static constexpr int kStages = 2;           // Q and dO pipeline depth
+  static constexpr bool kSplitD = kHeadDim > 128;  // see above
+  static constexpr int kBlockM = kBwdBlockM;       // query rows per streamed tile
+  static constexpr int kBlockN = kSplitD ? 64 : 128;  // keys per CTA
+  static constexpr int kStages = kSplitD ? 1 : 2;     // Q and dO pipeline depth
+  static constexpr int kDqBuffers = kSplitD ? 1 : 2;  // dQ staging buffers
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 24;  // 128 * producer + 256 * consumer <= 64512
   static constexpr int kConsumerRegs = 240;
 
-  // S^T and dP^T: two 64-key atoms stacked along M.
+  // Two atoms per product, one per consumer warpgroup: stacked along M (keys) when the warpgroups
+  // split the keys, side by side along N (queries, or head dims) when they split D.
+  using WgSplit = std::conditional_t<kSplitD, Layout<Shape<_1, _2, _1>>, Layout<Shape<_2, _1, _1>>>;
+  // S^T and dP^T [64k per atom, M or M/2].
   using TiledMmaSdP = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kBlockM>, Int<kHeadDim>>>(), Layout<Shape<_2, _1, _1>>{}));
-  // dV: P^T from registers; dK: dS^T from shared memory (it is stored there for dQ anyway, and
-  // keeping it in registers too would cost 16 of them at the kernel's register peak). dO and Q
-  // are read MN-major.
+      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kSplitD ? kBlockM / 2 : kBlockM>, Int<kHeadDim>>>(), WgSplit{}));
+  // dK, dV [64k, D or D/2 per atom]; dO and Q are read MN-major. dV takes P^T from registers when
+  // the warpgroup holds all of its queries (RS), else from shared memory; dK takes dS^T from shared
+  // memory (it is stored there for dQ anyway, and keeping it in registers too would cost 16 of them
+  // at the kernel's register peak).
+  using ShapedKV = Shape<_64, Int<kSplitD ? kHeadDim / 2 : kHeadDim>, Int<kBlockM>>;
   using TiledMmadV = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      std::conditional_t<kSplitD, decltype(GMMA::ss_op_selector<Element, Element, float, ShapedKV, GMMA::Major::K, GMMA::Major::MN>()),
+                         decltype(GMMA::rs_op_selector<Element, Element, float, ShapedKV, GMMA::Major::K, GMMA::Major::MN>())>{},
+      WgSplit{}));
   using TiledMmadK = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<_64, Int<kHeadDim>, Int<kBlockM>>, GMMA::Major::K, GMMA::Major::MN>(),
-      Layout<Shape<_2, _1, _1>>{}));
+      GMMA::ss_op_selector<Element, Element, float, ShapedKV, GMMA::Major::K, GMMA::Major::MN>(), WgSplit{}));
   // dQ: two atoms side by side along N (head-dim halves), both operands MN-major.
   using TiledMmadQ = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<Int<kBlockM>, Int<kHeadDim / 2>, Int<kBlockN>>,
                                                                   GMMA::Major::MN, GMMA::Major::MN>(),
                                              Layout<Shape<_1, _2, _1>>{}));
+  // Where a consumer warpgroup's S^T fragment sits in the [N, M] tile, and its 64 keys of dK / dV.
+  CUTE_HOST_DEVICE static constexpr int wg_key0(int wg) { return kSplitD ? 0 : 64 * wg; }
+  CUTE_HOST_DEVICE static constexpr int wg_query0(int wg) { return kSplitD ? wg * kBlockM / 2 : 0; }
+  static constexpr int kWgQueries = kSplitD ? kBlockM / 2 : kBlockM;
 
   // sQ, sdO [M, D, stage] and sK, sV [N, D]: K-major (D contiguous), swizzled.
   using SmemLayoutAtomQ = decltype(cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kBlockM>, Int<kHeadDim>>());
@@ -85,7 +109,8 @@ struct BwdTraits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>, 1024> ds;
-    cute::array_aligned<float, 2 * kDqFloats, 128> dq;  // two staging buffers for the bulk reduce-add, MMA order
+    cute::array_aligned<Element, kSplitD ? cute::cosize_v<SmemLayoutdS> : 8, 1024> pt;  // P^T (split D only), as dS
+    cute::array_aligned<float, kDqBuffers * kDqFloats, 128> dq;  // staging for the bulk reduce-add, MMA order
     cute::array_aligned<float, kBlockM * kStages, 16> lse2;
     cute::array_aligned<float, kBlockM * kStages, 16> delta;
     typename Pipeline::SharedStorage pipeline_q;   // Q + lse2
