@@ -240,6 +240,13 @@ TEST_F(AttentionBwdGpu, GqaAtomicAndSplitFp16AndStrides) {
   wide.mask.causal = true;
   check(wide, GqaReduction::kAtomic);
   check(wide, GqaReduction::kSplit);
+  Case long_wide;  // D 256 without a mask and S >= 2048: dQ added in key-tile order (bwd_dispatch.cu)
+  long_wide.D = 256;
+  long_wide.Hq = 4;
+  long_wide.Hkv = 2;
+  long_wide.Sq = 2100;
+  long_wide.Sk = 2200;
+  check(long_wide, GqaReduction::kAtomic);
   Case s;
   s.strided = true;
   s.B = 2;

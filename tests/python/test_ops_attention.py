@@ -115,7 +115,7 @@ def _bf16_rule(run, inputs):
 
 @needs_cuda
 @pytest.mark.parametrize("kw", MASKS)
-@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("d", [64, 128, 256])
 def test_cuda_forward_and_backward(kw, d):
     torch.manual_seed(5)
     q, k, v, dout = (rand(2, s, h, d, dtype=torch.bfloat16) for s, h in ((130, 8), (200, 2), (200, 2), (130, 8)))

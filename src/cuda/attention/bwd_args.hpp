@@ -37,7 +37,7 @@ struct AttnBwdArgs {
   float softcap = 0.f;
   MaskOptions mask;
   bool split_dkv = false;      // GQA: per-query-head dK/dV buffers summed in order (else fp32 atomics)
-  bool deterministic = false;  // dQ tiles are added in key-tile order (a semaphore per query tile)
+  bool ordered_dq = false;  // dQ partials added in key-tile order (a semaphore per query tile)
 
   // Workspace (fp32 unless noted), carved by the dispatcher.
   int rows_padded = 0;          // padded query rows per head (see above)
@@ -46,7 +46,7 @@ struct AttnBwdArgs {
   float* dq_accum = nullptr;    // [heads_q, rows_padded / kBlockM] tiles of kBlockM * D, MMA order
   float* dk_accum = nullptr;    // GQA only: [rows_k, heads_kv or heads_q, D] (atomic or split)
   float* dv_accum = nullptr;
-  int* dq_semaphore = nullptr;  // deterministic only: [heads_q, rows_padded / kBlockM] int
+  int* dq_semaphore = nullptr;  // ordered_dq only: [heads_q, rows_padded / kBlockM] int
   void* stream = nullptr;
 };
 

@@ -1,10 +1,11 @@
 // src/cuda/attention/bwd_dq_writer.cuh — the dQ writer warp of the backward kernel (warp 1 of the
 // producer warpgroup): for each query tile, in the consumers' order, waits until the consumers
 // have staged its dQ partial (two staging buffers used alternately, or one), adds it into dq_accum with
-// one bulk reduce-add, and frees the buffer once the add has read it (deterministic: landed). The
+// one bulk reduce-add, and frees the buffer once the add has read it (ordered: landed). The
 // consumers never wait on global memory for dQ; the second buffer gives the writer a tile of slack.
 //
-// Deterministic mode adds the partials of each query tile in key-tile order: a semaphore per query
+// The ordered mode (deterministic, or chosen for speed: bwd_dispatch.cu) adds the partials of each
+// query tile in key-tile order: a semaphore per query
 // tile counts the key tiles whose add has landed; key tile n waits for its turn (the number of key
 // tiles before it that meet the tile), adds, waits for completion, and bumps the count.
 #pragma once
@@ -31,7 +32,7 @@ CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStor
     cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull + buf);
     if (leader) {
       const int64_t rows = tile.row_block(a, m);
-      int* sem = a.deterministic ? a.dq_semaphore + rows / T::kBlockM : nullptr;
+      int* sem = a.ordered_dq ? a.dq_semaphore + rows / T::kBlockM : nullptr;
       if (sem) {
         const int turn = tile.n_block - tile.first_key_tile(m);
         while (load_acquire(sem) != turn) {
