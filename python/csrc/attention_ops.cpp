@@ -75,31 +75,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_bwd(
     double softcap, bool deterministic, bool split_gqa) {
   const bool varlen = cu_seqlens_q.has_value() || cu_seqlens_k.has_value();
   check_ranks(q_in, k_in, v_in, varlen);
-  const at::Tensor q = unit_last(q_in), k = unit_last(k_in), v = unit_last(v_in);
-  const at::Tensor out = unit_last(out_in), dout = unit_last(dout_in);
-  c10::DeviceGuard guard(q.device());
-  at::Tensor dq = at::empty(q.sizes(), q.options());
-  at::Tensor dk = at::empty(k.sizes(), k.options());
-  at::Tensor dv = at::empty(v.sizes(), v.options());
+  c10::DeviceGuard guard(q_in.device());
+  const BackwardTensors t(dout_in, q_in, k_in, v_in, out_in, lse);
   AttentionBwdParams p;
-  p.q = view_of(q, "q");
-  p.k = view_of(k, "k");
-  p.v = view_of(v, "v");
-  p.out = view_of(out, "out");
-  p.lse = view_of(lse, "lse");
-  p.dout = view_of(dout, "dout");
-  p.dq = view_of(dq, "dq");
-  p.dk = view_of(dk, "dk");
-  p.dv = view_of(dv, "dv");
+  t.fill(p);
   set_options(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, causal, causal_top_left, window_left,
               window_right, softcap);
   p.deterministic = deterministic;
   p.gqa_reduction = split_gqa ? GqaReduction::kSplit : GqaReduction::kAtomic;
-  p.stream = current_stream(q.device());
+  p.stream = current_stream(t.q.device());
   at::Tensor scratch;
-  p.workspace = workspace(attention_backward_workspace_size(p), q, scratch);
+  p.workspace = workspace(attention_backward_workspace_size(p), t.q, scratch);
   check(attention_backward(p), "attention_bwd");
-  return {dq, dk, dv};
+  return t.grads();
 }
 
 }  // namespace

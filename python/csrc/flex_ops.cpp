@@ -95,32 +95,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flex_bwd(
     int64_t sliding_window, const OptTensor& document_ids_q, const OptTensor& document_ids_kv,
     const std::vector<OptTensor>& block_mask, int64_t block_q, int64_t block_k, bool deterministic) {
   check_ranks(q_in, k_in, v_in);
-  const at::Tensor q = unit_last(q_in), k = unit_last(k_in), v = unit_last(v_in);
-  const at::Tensor out = unit_last(out_in), dout = unit_last(dout_in);
-  c10::DeviceGuard guard(q.device());
-  at::Tensor dq = at::empty(q.sizes(), q.options());
-  at::Tensor dk = at::empty(k.sizes(), k.options());
-  at::Tensor dv = at::empty(v.sizes(), v.options());
+  c10::DeviceGuard guard(q_in.device());
+  const BackwardTensors t(dout_in, q_in, k_in, v_in, out_in, lse);
   FlexBwdParams p;
-  p.q = view_of(q, "query");
-  p.k = view_of(k, "key");
-  p.v = view_of(v, "value");
-  p.out = view_of(out, "out");
-  p.lse = view_of(lse, "lse");
-  p.dout = view_of(dout, "dout");
-  p.dq = view_of(dq, "dq");
-  p.dk = view_of(dk, "dk");
-  p.dv = view_of(dv, "dv");
+  t.fill(p);
   p.scale = scale;
   p.mods = make_mods({rel_bias, alibi_slopes, prefix_lengths, document_ids_q, document_ids_kv}, softcap, causal,
                      sliding_window);
   p.block_mask = make_block_mask(block_mask, block_q, block_k);
   p.deterministic = deterministic;
-  p.stream = current_stream(q.device());
+  p.stream = current_stream(t.q.device());
   at::Tensor scratch;
-  p.workspace = workspace(flex_backward_workspace_size(p), q, scratch);
+  p.workspace = workspace(flex_backward_workspace_size(p), t.q, scratch);
   check(flex_attention_backward(p), "flex_bwd");
-  return {dq, dk, dv};
+  return t.grads();
 }
 
 // No defaults: a Tensor?[] cannot have one, and the Python mirror passes every argument.

@@ -11,6 +11,7 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "attnkit/attnkit.hpp"
@@ -85,6 +86,30 @@ inline Stream current_stream(const at::Device& device) {
   if (!device.is_cuda()) return nullptr;
   return c10::impl::getDeviceGuardImpl(device.type())->getStream(device).native_handle();
 }
+
+// What a softmax-style backward (attention, flex) reads, with unit last strides, and the gradients
+// it writes, allocated like q, k, v.
+struct BackwardTensors {
+  at::Tensor dout, q, k, v, out, lse, dq, dk, dv;
+  BackwardTensors(const at::Tensor& dout_, const at::Tensor& q_, const at::Tensor& k_, const at::Tensor& v_,
+                  const at::Tensor& out_, const at::Tensor& lse_)
+      : dout(unit_last(dout_)), q(unit_last(q_)), k(unit_last(k_)), v(unit_last(v_)), out(unit_last(out_)), lse(lse_),
+        dq(at::empty(q.sizes(), q.options())), dk(at::empty(k.sizes(), k.options())),
+        dv(at::empty(v.sizes(), v.options())) {}
+  template <class Params>
+  void fill(Params& p) const {
+    p.q = view_of(q, "q");
+    p.k = view_of(k, "k");
+    p.v = view_of(v, "v");
+    p.out = view_of(out, "out");
+    p.lse = view_of(lse, "lse");
+    p.dout = view_of(dout, "dout");
+    p.dq = view_of(dq, "dq");
+    p.dk = view_of(dk, "dk");
+    p.dv = view_of(dv, "dv");
+  }
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> grads() const { return {dq, dk, dv}; }
+};
 
 // The placeholder for an output that was not asked for (schemas return Tensor, not Tensor?).
 inline at::Tensor absent_output(const at::Tensor& like) { return at::empty({0}, like.options().dtype(at::kFloat)); }
