@@ -12,9 +12,10 @@ from attnkit import _library, _registrations  # noqa: F401  (load the ops, then 
 from attnkit import flex
 from attnkit.attention import flash_attn_func, flash_attn_varlen_func
 from attnkit.flex import flex_attention
-from attnkit.gdn import (chunk_gated_delta_rule, fused_recurrent_gated_delta_rule,
+from attnkit.gdn import (chunk_gated_delta_rule, chunk_gated_delta_rule_bwd_dhu, fused_recurrent_gated_delta_rule,
                          fused_recurrent_gated_delta_rule_update_)
 
 __all__ = ["flash_attn_func", "flash_attn_varlen_func", "flex_attention", "flex", "chunk_gated_delta_rule",
-           "fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule_update_"]
+           "fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule_update_",
+           "chunk_gated_delta_rule_bwd_dhu"]
 __version__ = "0.1.0"

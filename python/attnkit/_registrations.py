@@ -153,6 +153,21 @@ def _gdn_chunk_bwd_fake(dout, dfinal_state, q, k, v, beta, g=None, gk=None, A_lo
     return like(q), like(k), like(v), like(beta), dg, dh0, like(A_log), like(dt_bias)
 
 
+@torch.library.register_fake("attnkit::gdn_bwd_dhu")
+def _gdn_bwd_dhu_fake(q, k, w, dout, dv, g=None, gk=None, dht=None, cu_seqlens=None, scale=None, state_v_first=False,
+                      output_dh0=False):
+    _check_rank(q, "q", 4, "[B, T, H, K]")
+    _check_rank(dout, "dout", 4, "[B, T, HV, V]")
+    B, T, K = q.shape[0], q.shape[1], q.shape[3]
+    HV, V = dout.shape[2], dout.shape[3]
+    # varlen: the chunk count depends on the offsets' values
+    chunks = (T + 63) // 64 if cu_seqlens is None else torch.library.get_ctx().new_dynamic_size()
+    n = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    state = (V, K) if state_v_first else (K, V)
+    dh0 = q.new_empty((n, HV, *state), dtype=_F32) if output_dh0 else q.new_empty((0,), dtype=_F32)
+    return q.new_empty((B, chunks, HV, *state)), dh0, torch.empty_like(dv)
+
+
 # gdn_chunk_fwd / gdn_recurrent arguments: q k v beta g gk A_log dt_bias initial_state cu_seqlens, then
 # scale state_v_first use_qk_l2norm beta_is_logit [output_final_state].
 _GDN_TENSORS = 10

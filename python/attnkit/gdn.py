@@ -8,13 +8,15 @@ state_v_first). Extensions: a per-key gate `gk` [B, T, HV, K] in place of g, and
 through per-sequence state indices.
 """
 
+import math
 import warnings
 
 import torch
 
 from attnkit import _registrations  # noqa: F401
 
-__all__ = ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule_update_"]
+__all__ = ["chunk_gated_delta_rule", "fused_recurrent_gated_delta_rule", "fused_recurrent_gated_delta_rule_update_",
+           "chunk_gated_delta_rule_bwd_dhu"]
 
 
 def _state_v_first(state_v_first, kwargs):
@@ -119,3 +121,22 @@ def fused_recurrent_gated_delta_rule_update_(q, k, v, state, g=None, gk=None, be
     return torch.ops.attnkit.gdn_recurrent_(
         q, k, v, beta, state, g, gk, A_log, dt_bias, state_indices, cu_seqlens, scale, state_v_first,
         use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel)
+
+
+def chunk_gated_delta_rule_bwd_dhu(q, k, w, do, dv, g=None, gk=None, h0=None, dht=None, scale=None, state_v_first=False,
+                                   cu_seqlens=None, chunk_size=64, chunk_indices=None, chunk_offsets=None,
+                                   use_graph=False):
+    """The reverse state-gradient pass of the chunked backward (FLA's fla.ops.common.chunk_delta_h
+    function of this name) -> (dh [B, NT, HV, K, V] in q's dtype, dh0 fp32 or None, dv2).
+
+    g / gk are FLA's in-chunk cumulative gates, which FLA keeps in base 2 (chunk_local_cumsum with
+    scale 1/ln 2); torch.ops.attnkit.gdn_bwd_dhu takes natural-log ones (attnkit/gdn.hpp), so they
+    are converted here. h0 only says whether dh0 is wanted (its shape, [N, HV, K, V])."""
+    if chunk_size != 64:
+        raise NotImplementedError(f"attnkit: chunk_size must be 64, got {chunk_size}")
+    ln2 = math.log(2.0)
+    g = g.float() * ln2 if g is not None else None
+    gk = gk.float() * ln2 if gk is not None else None
+    dh, dh0, dv2 = torch.ops.attnkit.gdn_bwd_dhu(q, k, w, do, dv, g, gk, dht, cu_seqlens, scale, state_v_first,
+                                                  h0 is not None)
+    return dh, (dh0 if h0 is not None else None), dv2

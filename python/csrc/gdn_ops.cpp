@@ -7,6 +7,7 @@
 //   gdn_chunk_bwd   -> gradients of every input given (an empty tensor for those not given)
 //   gdn_recurrent   -> the token recurrence on a copy of the state: (out, final_state)
 //   gdn_recurrent_  -> decode into a state pool in place (serving): out
+//   gdn_bwd_dhu     -> the reverse state-gradient pass alone (attnkit/gdn.hpp): (dh, dh0, dv2)
 #include <torch/library.h>
 
 #include "torch_bridge.hpp"
@@ -164,6 +165,56 @@ at::Tensor gdn_recurrent_(const at::Tensor& q, const at::Tensor& k, const at::Te
   return run_decode(t, state, state_indices, scale, state_v_first, use_qk_l2norm, beta_is_logit);
 }
 
+// Chunks of 64 over all sequences: ceil(T / 64), or summed per sequence when varlen (the offsets
+// are read on the host: a copy for device tensors; malformed ones are reported by the C++ API).
+int64_t num_chunks(const at::Tensor& q, const OptTensor& cu_seqlens) {
+  constexpr int64_t kChunk = 64;
+  if (!cu_seqlens) return (q.size(1) + kChunk - 1) / kChunk;
+  const at::Tensor offsets = cu_seqlens->to(at::TensorOptions().device(at::kCPU).dtype(at::kLong)).contiguous();
+  const int64_t* o = offsets.const_data_ptr<int64_t>();
+  int64_t chunks = 0;
+  for (int64_t i = 0; i + 1 < offsets.numel(); ++i) chunks += (std::max<int64_t>(o[i + 1] - o[i], 0) + kChunk - 1) / kChunk;
+  return chunks;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> gdn_bwd_dhu_op(const at::Tensor& q, const at::Tensor& k, const at::Tensor& w,
+                                                           const at::Tensor& dout, const at::Tensor& dv,
+                                                           const OptTensor& g, const OptTensor& gk, const OptTensor& dht,
+                                                           const OptTensor& cu_seqlens, std::optional<double> scale,
+                                                           bool state_v_first, bool output_dh0) {
+  TORCH_CHECK_VALUE(q.dim() == 4, "attnkit.gdn_bwd_dhu: q: expected 4 dims [B, T, H, K], got ", q.sizes());
+  TORCH_CHECK_VALUE(dout.dim() == 4, "attnkit.gdn_bwd_dhu: dout: expected 4 dims [B, T, HV, V], got ", dout.sizes());
+  c10::DeviceGuard guard(q.device());
+  const int64_t K = q.size(3), HV = dout.size(2), V = dout.size(3);
+  const int64_t rows = state_v_first ? V : K, cols = state_v_first ? K : V;
+  const int64_t n = cu_seqlens ? cu_seqlens->numel() - 1 : q.size(0);
+  at::Tensor dh = at::empty({q.size(0), num_chunks(q, cu_seqlens), HV, rows, cols}, q.options());
+  at::Tensor dh0 = output_dh0 ? at::empty({std::max<int64_t>(n, 0), HV, rows, cols}, q.options().dtype(at::kFloat))
+                              : absent_output(q);
+  at::Tensor dv2 = at::empty(dv.sizes(), dv.options());
+  const at::Tensor q_u = unit_last(q), k_u = unit_last(k), w_u = unit_last(w), dout_u = unit_last(dout),
+                   dv_u = unit_last(dv);
+  const OptTensor g_u = unit_last(g), gk_u = unit_last(gk), dht_u = unit_last(dht);
+  GdnBwdDhuParams p;
+  p.q = view_of(q_u, "q");
+  p.k = view_of(k_u, "k");
+  p.w = view_of(w_u, "w");
+  p.dout = view_of(dout_u, "dout");
+  p.dv = view_of(dv_u, "dv");
+  p.g = view_of(g_u, "g");
+  p.gk = view_of(gk_u, "gk");
+  p.dht = view_of(dht_u, "dht");
+  p.cu_seqlens = view_of(cu_seqlens, "cu_seqlens");
+  p.scale = scale;
+  p.state_layout = state_v_first ? StateLayout::kVK : StateLayout::kKV;
+  p.dh = view_of(dh, "dh");
+  if (output_dh0) p.dh0 = view_of(dh0, "dh0");
+  p.dv2 = view_of(dv2, "dv2");
+  p.stream = current_stream(q.device());
+  check(::attnkit::gdn_bwd_dhu(p), "gdn_bwd_dhu");
+  return {dh, dh0, dv2};
+}
+
 #define ATTNKIT_GDN_INPUTS                                                                             \
   "Tensor q, Tensor k, Tensor v, Tensor beta, Tensor? g=None, Tensor? gk=None, Tensor? A_log=None, " \
   "Tensor? dt_bias=None, "
@@ -185,6 +236,9 @@ TORCH_LIBRARY_FRAGMENT(attnkit, m) {
   m.def("gdn_recurrent_(Tensor q, Tensor k, Tensor v, Tensor beta, Tensor(a!) state, Tensor? g=None, Tensor? gk=None, "
         "Tensor? A_log=None, Tensor? dt_bias=None, Tensor? state_indices=None, Tensor? cu_seqlens=None, "
         ATTNKIT_GDN_OPTIONS ") -> Tensor out");
+  m.def("gdn_bwd_dhu(Tensor q, Tensor k, Tensor w, Tensor dout, Tensor dv, Tensor? g=None, Tensor? gk=None, "
+        "Tensor? dht=None, Tensor? cu_seqlens=None, float? scale=None, bool state_v_first=False, "
+        "bool output_dh0=False) -> (Tensor dh, Tensor dh0, Tensor dv2)");
 }
 
 TORCH_LIBRARY_IMPL(attnkit, CPU, m) {
@@ -192,12 +246,14 @@ TORCH_LIBRARY_IMPL(attnkit, CPU, m) {
   m.impl("gdn_chunk_bwd", &gdn_chunk_bwd);
   m.impl("gdn_recurrent", &gdn_recurrent);
   m.impl("gdn_recurrent_", &gdn_recurrent_);
+  m.impl("gdn_bwd_dhu", &gdn_bwd_dhu_op);
 }
 TORCH_LIBRARY_IMPL(attnkit, CUDA, m) {
   m.impl("gdn_chunk_fwd", &gdn_chunk_fwd);
   m.impl("gdn_chunk_bwd", &gdn_chunk_bwd);
   m.impl("gdn_recurrent", &gdn_recurrent);
   m.impl("gdn_recurrent_", &gdn_recurrent_);
+  m.impl("gdn_bwd_dhu", &gdn_bwd_dhu_op);
 }
 
 }  // namespace attnkit::torch_ops

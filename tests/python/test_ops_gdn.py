@@ -3,6 +3,8 @@ torch.ops.attnkit.gdn_*: against the float64 token recurrence (spec/gdn.md), gra
 differences and against the recurrence's autograd, the in-place pool decode, the CUDA decode
 kernel against the CPU backend, bad arguments."""
 
+import math
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -179,3 +181,32 @@ def test_bad_arguments_raise_clear_errors():
         attnkit.fused_recurrent_gated_delta_rule(x["q"], x["k"], x["v"], gv=x["v"])
     with pytest.raises(TypeError, match="unexpected keyword"):
         attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], head_first=True)
+
+
+@pytest.mark.parametrize("gate", [None, "g", "gk"])
+@pytest.mark.parametrize("varlen", [False, True])
+def test_bwd_dhu_matches_reference_with_fla_base2_gates(gate, varlen):
+    """attnkit.chunk_gated_delta_rule_bwd_dhu takes FLA's base-2 cumulative gates; the reference
+    (attnkit/gdn.hpp's formulas) the natural-log ones."""
+    torch.manual_seed(5)
+    B, T, H, HV, K, V = (1, 150, 2, 4, 16, 8) if varlen else (2, 150, 2, 4, 16, 8)
+    cu = torch.tensor([0, 1, 70, 150], dtype=torch.int64) if varlen else None
+    q, k = torch.randn(B, T, H, K), F.normalize(torch.randn(B, T, H, K), dim=-1)
+    w, do, dv = torch.randn(B, T, HV, K) * 0.1, torch.randn(B, T, HV, V), torch.randn(B, T, HV, V)
+    dht = torch.randn(B if cu is None else 3, HV, K, V)
+    step = F.logsigmoid(torch.randn(B, T, HV, *((K,) if gate == "gk" else ())))
+    starts = [0, 1, 70] if varlen else [0]
+    G = torch.zeros_like(step)  # in-chunk cumulative sums, restarting at every chunk and sequence start
+    chunk_starts = sorted({c for s, e in zip(starts, (starts[1:] + [T])) for c in range(s, e, 64)})
+    for c0, c1 in zip(chunk_starts, chunk_starts[1:] + [T]):
+        G[:, c0:c1] = step[:, c0:c1].cumsum(1)
+    g = G if gate == "g" else None
+    gk = G if gate == "gk" else None
+    ln2 = math.log(2.0)
+    dh, dh0, dv2 = attnkit.chunk_gated_delta_rule_bwd_dhu(
+        q, k, w, do, dv, g=None if g is None else g / ln2, gk=None if gk is None else gk / ln2,
+        h0=torch.zeros_like(dht), dht=dht, cu_seqlens=cu)
+    want_dh, want_dh0, want_dv2 = ref.bwd_dhu(q, k, w, do, dv, g=g, gk=gk, dht=dht, cu_seqlens=cu)
+    assert dh.shape == want_dh.shape
+    for got, want in ((dh, want_dh), (dh0, want_dh0), (dv2, want_dv2)):
+        assert ref.rms_ratio(got, want) < 1e-5

@@ -85,3 +85,38 @@ def gdn(q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None, initial_state=
         finals.append(h.transpose(-1, -2) if state_v_first else h)
     o = torch.stack(outs) if cu_seqlens is None else torch.cat(outs)[None]
     return o, torch.stack(finals)
+
+
+def bwd_dhu(q, k, w, do, dv, g=None, gk=None, dht=None, cu_seqlens=None, scale=None):
+    """The reverse state-gradient pass of attnkit/gdn.hpp (chunk 64, natural-log in-chunk cumulative
+    gates, K-first states) -> (dh [B, NT, HV, K, V], dh0 [N, HV, K, V], dv2), in float64."""
+    B, T, H, K = q.shape
+    HV, V = do.shape[2], do.shape[3]
+    scale = K ** -0.5 if scale is None else scale
+    q, k = (t.double().repeat_interleave(HV // H, dim=2) for t in (q, k))
+    w, do, dv2 = w.double(), do.double(), dv.double().clone()
+    bounds = ([(0, T, b) for b in range(B)] if cu_seqlens is None else
+              [(int(cu_seqlens[n]), int(cu_seqlens[n + 1]), 0) for n in range(len(cu_seqlens) - 1)])
+    dh_rows, dh0 = [[] for _ in range(B)], []
+    for n, (start, end, b) in enumerate(bounds):
+        dH = dht[n].double() if dht is not None else torch.zeros(HV, K, V, dtype=torch.float64)
+        chunks = list(range(start, end, 64))
+        per_chunk = [None] * len(chunks)
+        for ci in reversed(range(len(chunks))):
+            c0, c1 = chunks[ci], min(chunks[ci] + 64, end)
+            per_chunk[ci] = dH
+            Kc, Qc, Wc, dOc = k[b, c0:c1], q[b, c0:c1], w[b, c0:c1], do[b, c0:c1]  # [L, HV, K|V]
+            if gk is not None:
+                G = gk[b, c0:c1].double()                       # [L, HV, K]
+            elif g is not None:
+                G = g[b, c0:c1].double()[..., None].expand(-1, -1, K)
+            else:
+                G = torch.zeros(c1 - c0, HV, K, dtype=torch.float64)
+            Gl = G[-1]                                          # [HV, K]
+            dv2[b, c0:c1] += torch.einsum("lhk,hkv->lhv", Kc * torch.exp(Gl[None] - G), dH)
+            dH = (torch.exp(Gl)[..., None] * dH + scale * torch.einsum("lhk,lhv->hkv", Qc * torch.exp(G), dOc)
+                  - torch.einsum("lhk,lhv->hkv", Wc, dv2[b, c0:c1]))
+        dh_rows[b] += per_chunk
+        dh0.append(dH)
+    dh = torch.stack([torch.stack(rows) for rows in dh_rows if rows or cu_seqlens is None])
+    return dh, torch.stack(dh0), dv2
