@@ -173,20 +173,22 @@ def test_bad_arguments_raise_clear_errors():
 @needs_cuda
 def test_cuda_graph_capture_and_replay():
     """The ops allocate nothing outside torch's caching allocator and zero their own scratch on the
-    stream: a captured forward + backward replays to the eager result."""
+    current stream: a captured forward + backward replays to the eager result. (The ops are called
+    directly: autograd's own stream syncs with tensors made before the capture are not ours.)"""
     torch.manual_seed(8)
-    q, k, v = (rand(2, 256, h, 128, dtype=torch.bfloat16, device="cuda").requires_grad_() for h in (8, 2, 2))
+    q, k, v = (rand(2, 256, h, 128, dtype=torch.bfloat16, device="cuda") for h in (8, 2, 2))
     dout = rand(2, 256, 8, 128, dtype=torch.bfloat16, device="cuda")
+    ops = torch.ops.attnkit
 
     def step():
-        out = attnkit.flash_attn_func(q, k, v, causal=True, deterministic=True)
-        return (out, *torch.autograd.grad(out, (q, k, v), dout))
+        out, lse = ops.attention_fwd(q, k, v, causal=True)
+        return (out, lse, *ops.attention_bwd(dout, q, k, v, out, lse, causal=True, deterministic=True))
 
     eager = step()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        step()  # warm-up on the side stream, as torch's graph docs ask
+        step()  # warm-up on a side stream, as torch's CUDA graph notes ask
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
