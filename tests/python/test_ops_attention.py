@@ -212,3 +212,18 @@ def test_cuda_compile_fullgraph():
     want = torch.autograd.grad(f(q, k, v), (q, k, v))
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b)
+
+
+def test_empty_sides_strided_inputs_and_tensor_max_seqlen():
+    torch.manual_seed(10)
+    assert attnkit.flash_attn_func(rand(1, 0, 2, 16), rand(1, 5, 2, 16), rand(1, 5, 2, 16)).shape == (1, 0, 2, 16)
+    out, lse, _ = attnkit.flash_attn_func(rand(1, 3, 2, 16), rand(1, 0, 2, 16), rand(1, 0, 2, 16),
+                                          return_attn_probs=True)
+    assert torch.equal(out, torch.zeros_like(out)) and torch.isneginf(lse).all()  # no key: 0 and -inf
+    x = rand(1, 2, 7, 16).transpose(1, 2)  # [B, S, H, D] view of [B, H, S, D] memory
+    torch.testing.assert_close(attnkit.flash_attn_func(x, x, x, causal=True),
+                               ref.attention(x, x, x, causal=True)[0])
+    cu = torch.tensor([0, 3, 5], dtype=torch.int32)
+    p = rand(5, 2, 16)
+    torch.testing.assert_close(attnkit.flash_attn_varlen_func(p, p, p, cu, cu, torch.tensor(3), torch.tensor(3)),
+                               attnkit.flash_attn_varlen_func(p, p, p, cu, cu, 3, 3))
