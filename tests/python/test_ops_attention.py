@@ -227,3 +227,22 @@ def test_empty_sides_strided_inputs_and_tensor_max_seqlen():
     p = rand(5, 2, 16)
     torch.testing.assert_close(attnkit.flash_attn_varlen_func(p, p, p, cu, cu, torch.tensor(3), torch.tensor(3)),
                                attnkit.flash_attn_varlen_func(p, p, p, cu, cu, 3, 3))
+
+
+def test_packed_variants_match_unpacked_with_gradients():
+    torch.manual_seed(11)
+    qkv = rand(2, 19, 3, 4, 16).requires_grad_()
+    out = attnkit.flash_attn_qkvpacked_func(qkv, causal=True)
+    (dqkv,) = torch.autograd.grad(out.sum(), qkv)
+    q, k, v = (qkv.detach()[:, :, i].clone().requires_grad_() for i in range(3))
+    want = attnkit.flash_attn_func(q, k, v, causal=True)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(dqkv, torch.stack(torch.autograd.grad(want.sum(), (q, k, v)), dim=2))
+    q, kv = rand(2, 7, 4, 16), rand(2, 19, 2, 2, 16)
+    torch.testing.assert_close(attnkit.flash_attn_kvpacked_func(q, kv), attnkit.flash_attn_func(q, kv[:, :, 0], kv[:, :, 1]))
+    cu = torch.tensor([0, 5, 19], dtype=torch.int32)
+    p = rand(19, 3, 4, 16)
+    torch.testing.assert_close(attnkit.flash_attn_varlen_qkvpacked_func(p, cu, 14, causal=True),
+                               attnkit.flash_attn_varlen_func(p[:, 0], p[:, 1], p[:, 2], cu, cu, 14, 14, causal=True))
+    torch.testing.assert_close(attnkit.flash_attn_varlen_kvpacked_func(p[:, 0], p[:, 1:], cu, cu, 14, 14),
+                               attnkit.flash_attn_varlen_func(p[:, 0], p[:, 1], p[:, 2], cu, cu, 14, 14))
