@@ -13,6 +13,12 @@ ops = torch.ops.attnkit
 _F32 = torch.float32
 
 
+def _new(t):
+    """A contiguous tensor like t: the C++ ops allocate contiguous outputs whatever the input
+    strides (empty_like would keep a permuted input's strides and mislead the compiler)."""
+    return t.new_empty(t.shape)
+
+
 def _check_rank(t, name, rank, layout):
     torch._check(t.dim() == rank, lambda: f"attnkit: {name}: expected {rank} dims {layout}, got {tuple(t.shape)}")
 
@@ -32,7 +38,7 @@ def _attention_fwd_fake(q, k, v, cu_seqlens_q=None, cu_seqlens_k=None, *args, **
 
 @torch.library.register_fake("attnkit::attention_bwd")
 def _attention_bwd_fake(dout, q, k, v, *args, **kwargs):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    return _new(q), _new(k), _new(v)
 
 
 _ATTENTION_OPTIONS = 12  # schema arguments after q, k, v and the two cu_seqlens
@@ -66,7 +72,7 @@ def _flex_fwd_fake(q, k, v, *args, **kwargs):
 
 @torch.library.register_fake("attnkit::flex_bwd")
 def _flex_bwd_fake(dout, q, k, v, *args, **kwargs):
-    return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+    return _new(q), _new(k), _new(v)
 
 
 # flex_fwd arguments after q, k, v: scale rel_bias alibi_slopes softcap causal prefix_lengths
@@ -145,7 +151,7 @@ def _gdn_recurrent_inplace_fake(q, k, v, beta, state, *args, **kwargs):
 def _gdn_chunk_bwd_fake(dout, dfinal_state, q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None,
                         initial_state=None, cu_seqlens=None, scale=None, state_v_first=False, *args, **kwargs):
     def like(t):
-        return torch.empty_like(t) if t is not None else q.new_empty((0,), dtype=_F32)
+        return _new(t) if t is not None else q.new_empty((0,), dtype=_F32)
 
     dh0 = (q.new_empty(_gdn_state_shape(q, v, initial_state, cu_seqlens, state_v_first), dtype=_F32)
            if initial_state is not None else q.new_empty((0,), dtype=_F32))
@@ -165,7 +171,7 @@ def _gdn_bwd_dhu_fake(q, k, w, dout, dv, g=None, gk=None, dht=None, cu_seqlens=N
     n = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     state = (V, K) if state_v_first else (K, V)
     dh0 = q.new_empty((n, HV, *state), dtype=_F32) if output_dh0 else q.new_empty((0,), dtype=_F32)
-    return q.new_empty((B, chunks, HV, *state)), dh0, torch.empty_like(dv)
+    return q.new_empty((B, chunks, HV, *state)), dh0, _new(dv)
 
 
 # gdn_chunk_fwd / gdn_recurrent arguments: q k v beta g gk A_log dt_bias initial_state cu_seqlens, then

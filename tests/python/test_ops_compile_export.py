@@ -184,3 +184,17 @@ def test_export_aoti_package_runs_in_cpp_runner(device, tmp_path):
     tol = dict(rtol=2e-2, atol=2e-2) if device == "cuda" else {}
     for a, b in zip(got, want):
         torch.testing.assert_close(a, b.cpu(), **tol)
+
+
+def test_fake_outputs_are_contiguous_like_the_real_ones():
+    """Inductor trusts the fake strides: a permuted input must not give permuted fake gradients."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    q = torch.randn(1, 2, 9, 16).transpose(1, 2)  # [B, S, H, D] view of [B, H, S, D] memory
+    out, lse = ops.attention_fwd(q, q, q)
+    real = ops.attention_bwd(out, q, q, q, out, lse)
+    with FakeTensorMode() as mode:
+        fq = mode.from_tensor(q)
+        fout, flse = ops.attention_fwd(fq, fq, fq)
+        fake = ops.attention_bwd(fout, fq, fq, fq, fout, flse)
+    for r, f in zip((out, lse, *real), (fout, flse, *fake)):
+        assert r.stride() == f.stride()
