@@ -2,6 +2,7 @@
 // backward): shapes, mask, softcap, dtype, layout, varlen lengths, and a readable name.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "test_util.hpp"
@@ -23,5 +24,42 @@ struct Case {
            (strided ? " strided" : "") + (lq.empty() ? "" : " varlen");
   }
 };
+
+// The case lists the forward and backward suites share.
+// Every head dim x awkward lengths (1, 17, 63/65, 127/1000, a multiple of the tiles).
+inline std::vector<Case> head_dim_and_length_cases() {
+  std::vector<Case> cases;
+  for (int64_t D : {64, 128, 256})
+    for (auto [sq, sk] : {std::pair{1, 1}, std::pair{17, 17}, std::pair{63, 65}, std::pair{65, 63}, std::pair{127, 1000},
+                          std::pair{1000, 127}, std::pair{256, 256}}) {
+      Case c;
+      c.D = D;
+      c.Sq = sq;
+      c.Sk = sk;
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+// Every head dim x causal both alignments, a two-sided window, causal + window + softcap, and
+// more queries than keys under causal (rows with no visible key).
+inline std::vector<Case> mask_cases() {
+  std::vector<Case> cases;
+  for (int64_t D : {64, 128, 256})
+    for (int variant = 0; variant < 5; ++variant) {
+      Case c;
+      c.D = D;
+      c.B = 2;
+      c.Sq = 300;
+      c.Sk = 500;
+      if (variant == 0) c.mask.causal = true;
+      if (variant == 1) { c.mask.causal = true; c.mask.align = CausalAlign::kTopLeft; }
+      if (variant == 2) { c.mask.window_left = 100; c.mask.window_right = 30; }
+      if (variant == 3) { c.mask.causal = true; c.mask.window_left = 64; c.softcap = 20.0; }
+      if (variant == 4) { c.Sq = 500; c.Sk = 300; c.mask.causal = true; }
+      cases.push_back(c);
+    }
+  return cases;
+}
 
 }  // namespace attnkit::test

@@ -124,32 +124,11 @@ class AttentionGpu : public ::testing::Test {
 };
 
 TEST_F(AttentionGpu, HeadDimsAndAwkwardLengths) {
-  for (int64_t D : {64, 128, 256})
-    for (auto [sq, sk] : {std::pair{1, 1}, std::pair{17, 17}, std::pair{63, 65}, std::pair{65, 63}, std::pair{127, 1000},
-                          std::pair{1000, 127}, std::pair{256, 256}}) {
-      Case c;
-      c.D = D;
-      c.Sq = sq;
-      c.Sk = sk;
-      check(c);
-    }
+  for (const Case& c : head_dim_and_length_cases()) check(c);
 }
 
 TEST_F(AttentionGpu, CausalBothAlignmentsWindowsSoftcap) {
-  for (int64_t D : {64, 128, 256})
-    for (int variant = 0; variant < 5; ++variant) {
-      Case c;
-      c.D = D;
-      c.B = 2;
-      c.Sq = 300;
-      c.Sk = 500;
-      if (variant == 0) c.mask.causal = true;
-      if (variant == 1) { c.mask.causal = true; c.mask.align = CausalAlign::kTopLeft; }
-      if (variant == 2) { c.mask.window_left = 100; c.mask.window_right = 30; }
-      if (variant == 3) { c.mask.causal = true; c.mask.window_left = 64; c.softcap = 20.0; }
-      if (variant == 4) { c.Sq = 500; c.Sk = 300; c.mask.causal = true; }  // rows with no visible key
-      check(c);
-    }
+  for (const Case& c : mask_cases()) check(c);
 }
 
 TEST_F(AttentionGpu, GqaRatiosFp16AndStrides) {
