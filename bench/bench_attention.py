@@ -6,7 +6,7 @@ backends) in one process on one GPU. Prints a table of ratios and writes JSON li
 FLOPs: 4*B*H*Sq*Sk*D, halved when causal (../shared/DESIGN.md). Timing: triton's do_bench
 (CUDA events, L2 flushed between runs), median.
 """
-import argparse, ctypes, datetime, json, math, os, subprocess
+import argparse, ctypes, datetime, json, os, subprocess
 
 import torch
 import torch.nn.functional as F
@@ -64,6 +64,15 @@ def device_meta():
 VARLEN_LENS = [4096, 3000, 2500, 2048, 1800, 1500, 1000, 436]  # 8 sequences, 16k tokens
 
 
+def write_rows(out_dir, name, rows):
+    """The results as JSON lines, out_dir/name; returns the path."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, name)
+    with open(path, "w") as fh:
+        fh.writelines(json.dumps(r) + "\n" for r in rows)
+    return path
+
+
 def flops(B, H, Sq, Sk, D, causal):
     return 4 * B * H * Sq * Sk * D * (0.5 if causal else 1.0)
 
@@ -79,7 +88,7 @@ def sdpa_ms(backend, q, k, v, causal):
             fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
             fn()
             return time_ms(fn), fn()
-    except Exception as e:  # a backend may refuse a shape
+    except Exception:  # a backend may refuse a shape
         return float("nan"), None
 
 
@@ -93,7 +102,7 @@ def main():
     dev = "cuda"
     meta = device_meta()
     print(json.dumps(meta))
-    cases = []
+    rows, cases = [], []
     for D in (64, 128, 256):
         H = 2048 // D
         for S in ((2048, 8192) if args.quick else (512, 2048, 8192, 16384)):
@@ -143,12 +152,7 @@ def main():
     rows.append(row)
     print(f"{'varlen 8 seqs 16k tok H16 D128 causal':42s} {row['tflops']:8.1f} {f / cud_ms / 1e9:8.1f} {f / fl_ms / 1e9:8.1f} "
           f"{row['ratio_cudnn']:8.2f}x {row['ratio_flash']:8.2f}x  (peers padded)")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "bench_attention.jsonl")
-    with open(path, "w") as fh:
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
-    print("wrote", path)
+    print("wrote", write_rows(args.out, "bench_attention.jsonl", rows))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from bench_attention import VARLEN_LENS, Attnkit, device_meta, flops, load_lib, time_ms
+from bench_attention import VARLEN_LENS, Attnkit, device_meta, flops, load_lib, time_ms, write_rows
 
 
 def load_bwd(path):
@@ -126,12 +126,7 @@ def main():
     rows.append(row)
     print(f"{'varlen 8 seqs 16k tok H16 D128 causal':38s} {row['tflops']:8.1f} {'':>8s} {f / cud_ms / 1e9:8.1f} "
           f"{f / fl_ms / 1e9:8.1f} {row['ratio_cudnn']:8.2f}x {row['ratio_flash']:8.2f}x  (peers padded)")
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, "bench_attention_bwd.jsonl")
-    with open(path, "w") as fh:
-        for r in rows:
-            fh.write(json.dumps(r) + "\n")
-    print("wrote", path)
+    print("wrote", write_rows(args.out, "bench_attention_bwd.jsonl", rows))
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import attnkit
-from bench_attention import Attnkit, device_meta, flops, load_lib, time_ms
+from bench_attention import Attnkit, device_meta, flops, load_lib, time_ms, write_rows
 
 
 def main():
@@ -53,9 +53,7 @@ def main():
         name = f"B{B} S{S} H{H} D{D}{' causal' if causal else ''}"
         print(f"{name:28s} {capi_ms:9.3f} {op_ms:9.3f} {train_ms:11.3f} {cudnn_ms:9.3f} {op_ms / capi_ms:9.2f}x",
               flush=True)
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "bench_torch_ops.jsonl"), "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    print("wrote", write_rows(args.out, "bench_torch_ops.jsonl", rows))
 
 
 if __name__ == "__main__":
