@@ -41,9 +41,6 @@ def _attention_bwd_fake(dout, q, k, v, *args, **kwargs):
     return _new(q), _new(k), _new(v)
 
 
-_ATTENTION_OPTIONS = 12  # schema arguments after q, k, v and the two cu_seqlens
-
-
 def _attention_setup(ctx, inputs, output):
     q, k, v, cu_q, cu_k = inputs[:5]
     out, lse = output
@@ -55,7 +52,7 @@ def _attention_setup(ctx, inputs, output):
 def _attention_backward(ctx, dout, _dlse):
     q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
     dq, dk, dv = ops.attention_bwd(dout, q, k, v, out, lse, cu_q, cu_k, *ctx.options)
-    return (dq, dk, dv, None, None) + (None,) * _ATTENTION_OPTIONS
+    return (dq, dk, dv, None, None) + (None,) * len(ctx.options)  # none for cu_seqlens and the options
 
 
 torch.library.register_autograd("attnkit::attention_fwd", _attention_backward, setup_context=_attention_setup)

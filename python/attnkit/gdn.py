@@ -50,16 +50,6 @@ def _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval):
     return beta, use_beta_sigmoid_in_kernel
 
 
-def _check_varlen(q, initial_state, cu_seqlens):
-    if cu_seqlens is None:
-        return
-    if q.shape[0] != 1:
-        raise ValueError(f"attnkit: with cu_seqlens the batch size must be 1, got q.shape[0]={q.shape[0]}")
-    if initial_state is not None and initial_state.shape[0] != cu_seqlens.shape[0] - 1:
-        raise ValueError(f"attnkit: initial_state: expected {cu_seqlens.shape[0] - 1} states (one per sequence), "
-                         f"got {initial_state.shape[0]}")
-
-
 def _refuse_unknown(kwargs):
     unknown = set(kwargs) - {"chunk_size", "use_gate_in_kernel", "A_log", "dt_bias", "gk"}
     if unknown:
@@ -77,7 +67,6 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     _refuse_unknown(kwargs)
     if kwargs.get("chunk_size", 64) not in (16, 32, 64):
         raise ValueError(f"attnkit: chunk_size must be 16, 32 or 64, got {kwargs['chunk_size']}")
-    _check_varlen(q, initial_state, cu_seqlens)
     A_log, dt_bias = _fused_gate(kwargs.get("use_gate_in_kernel", False), g, kwargs.get("A_log"), kwargs.get("dt_bias"))
     beta, beta_is_logit = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
     gk = kwargs.get("gk")
@@ -98,7 +87,6 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
     if gv is not None:
         raise NotImplementedError("attnkit: gv (per-value gate) is not supported")
     _refuse_unknown(kwargs)
-    _check_varlen(q, initial_state, cu_seqlens)
     if beta is None:
         beta = torch.ones(v.shape[:3], dtype=q.dtype, device=q.device)
     A_log, dt_bias = _fused_gate(use_gate_in_kernel, g, A_log, dt_bias)
