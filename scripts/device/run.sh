@@ -4,7 +4,7 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test python memcheck bench"; also "bench-bwd", "bench-gdn") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
+# STEPS (default "build test python memcheck bench"; also "bench-bwd", "bench-gdn", "bench-chunk") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -31,7 +31,7 @@ if has build; then
   done
 fi
 if has test; then
-  step tests.log ctest --test-dir $BUILD_DIR -L gpu --output-on-failure ${TEST_REGEX:+-R "$TEST_REGEX"}
+  step tests.log ctest --test-dir $BUILD_DIR -L gpu --output-on-failure --timeout ${TEST_TIMEOUT:-300} ${TEST_REGEX:+-R "$TEST_REGEX"}
   if grep -q "(Skipped)" "$OUT/tests.log"; then echo "   GPU tests were skipped on a GPU machine"; status=1; fi
   if grep -q "No tests were found" "$OUT/tests.log"; then echo "   ctest found no tests (stale discovery? rm -rf $BUILD_DIR)"; status=1; fi
   step tests.log ctest --test-dir $BUILD_DIR -L cpu -j "$(nproc)"
@@ -48,23 +48,28 @@ if has memcheck; then
     --gtest_filter='AttentionBwdGpu.VarlenWithOneTokenAndEmptySequences:AttentionBwdGpu.HeadDimsAndAwkwardLengths'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/gdn_gpu_test
 fi
+fla_wheels() {  # flash-linear-attention, from the wheels scripts/device/prepare.sh put in .whl/
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
+    .whl/einops-*.whl >>"$OUT/bench.log" 2>&1
+}
 if has bench-bwd && ! has bench; then
   step bench.log python3 bench/bench_attention_bwd.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
   cat "$OUT/bench.log"
 fi
 if has bench-gdn && ! has bench; then
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
-    .whl/einops-*.whl >>"$OUT/bench.log" 2>&1
+  fla_wheels
   step bench.log python3 bench/bench_gdn_decode.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT"
   cat "$OUT/bench.log"
+fi
+if has bench-chunk || has bench; then  # the GDN chunked forward through the torch op (the pip-built package)
+  fla_wheels
+  step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_chunk.py --out '$OUT' ${BENCH_ARGS:-}"
+  has bench || cat "$OUT/bench.log"
 fi
 if has bench; then
   step bench.log $BUILD_DIR/tools/attnkit-bench
   step bench.log python3 bench/bench_attention.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
   step bench.log python3 bench/bench_attention_bwd.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
-  # flash-linear-attention, from the wheels scripts/device/prepare.sh put in .whl/
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
-    .whl/einops-*.whl >>"$OUT/bench.log" 2>&1
   step bench.log python3 bench/bench_gdn_decode.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT"
   cat "$OUT/bench.log"
 fi

@@ -55,7 +55,7 @@ Status flex_attention_forward(const FlexFwdParams& p) {
 Status flex_attention_backward(const FlexBwdParams& p) {
   return dispatch(p, p.q, "flex_attention_backward", cpu::flex_backward);
 }
-Status gdn_forward(const GdnFwdParams& p) { return dispatch(p, p.in.q, "gdn_forward", cpu::gdn_forward); }
+Status gdn_forward(const GdnFwdParams& p) { return dispatch(p, p.in.q, cpu::gdn_forward, cuda::gdn_forward); }
 Status gdn_backward(const GdnBwdParams& p) { return dispatch(p, p.in.q, "gdn_backward", cpu::gdn_backward); }
 Status gdn_decode(const GdnDecodeParams& p) { return dispatch(p, p.q, cpu::gdn_decode, cuda::gdn_decode); }
 Status gdn_bwd_dhu(const GdnBwdDhuParams& p) { return dispatch(p, p.q, "gdn_bwd_dhu", cpu::gdn_bwd_dhu); }

@@ -14,6 +14,7 @@ set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/attention/fwd_dispatch.cu
   src/cuda/attention/bwd_dispatch.cu
   src/cuda/gdn/decode.cu
+  src/cuda/gdn/chunk_fwd_dispatch.cu
 )
 
 attnkit_instantiate(src/cuda/common/wgmma_smoke.cu.in wgmma_smoke_bf16 ELEMENT=cute::bfloat16_t)
@@ -29,4 +30,10 @@ endforeach()
 foreach(hd 64 128 256)
   attnkit_instantiate(src/cuda/attention/bwd_launch.cu.in attention_bwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
   attnkit_instantiate(src/cuda/attention/bwd_launch.cu.in attention_bwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
+endforeach()
+
+# Gated delta rule chunked forward: (dtype, K = V). Varlen/GVA/gates/states are runtime.
+foreach(hd 64 128)
+  attnkit_instantiate(src/cuda/gdn/chunk_fwd_launch.cu.in gdn_chunk_fwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
+  attnkit_instantiate(src/cuda/gdn/chunk_fwd_launch.cu.in gdn_chunk_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
 endforeach()

@@ -20,6 +20,9 @@ size_t attention_backward_workspace_size(const AttentionBwdParams&) { return 0; 
 }  // namespace attnkit::cuda
 
 namespace attnkit::cuda {
+Status gdn_forward(const GdnFwdParams&) {
+  return Unsupported("gdn_forward: this build has no CUDA kernels (configured without nvcc)");
+}
 Status gdn_decode(const GdnDecodeParams&) {
   return Unsupported("gdn_decode: this build has no CUDA kernels (configured without nvcc)");
 }

@@ -1,12 +1,44 @@
-// tests/cpp/gdn_gpu_test.cpp — the CUDA gated delta rule decode against the CPU backend (itself
-// checked against the float64 token recurrence in gdn_test.cpp): outputs NaN-poisoned, the state
-// pool updated in place through state indices with a padding slot, varlen, GVA, the in-op options
-// and the per-key gate. Metric: FLA's RMS(err) / RMS(ref).
+// tests/cpp/gdn_gpu_test.cpp — the CUDA gated delta rule kernels. Decode against the CPU backend
+// (itself checked against the float64 token recurrence in gdn_test.cpp): the state pool updated in
+// place through state indices with a padding slot, varlen, GVA, the in-op options and the per-key
+// gate. The chunked forward against the float64 token recurrence with FLA's metric and tolerance
+// (spec/gdn.md): gate strengths, tails, varlen with 1-token and empty sequences, GVA, both state
+// layouts, unaligned rows. Outputs NaN-poisoned before every launch. Metric: RMS(err) / RMS(ref).
+#include <memory>
+
 #include "gdn_test_util.hpp"
 #include "gpu_util.hpp"
 
 namespace attnkit::test {
 namespace {
+
+// Device copies of every tensor of d; `dev` holds d's tensors with device views.
+struct DeviceGdn {
+  std::vector<std::unique_ptr<DeviceTensor>> bufs;
+  GdnData dev;
+  DeviceTensor* out = nullptr;
+  DeviceTensor* ht = nullptr;
+  explicit DeviceGdn(const GdnData& d) : dev(d) {
+    auto mirror = [&](const HostTensor& h, HostTensor& target) -> DeviceTensor* {
+      if (!h.view.defined()) return nullptr;
+      bufs.push_back(std::make_unique<DeviceTensor>(h));
+      target.view = bufs.back()->view;
+      return bufs.back().get();
+    };
+    mirror(d.q, dev.q);
+    mirror(d.k, dev.k);
+    mirror(d.v, dev.v);
+    mirror(d.g, dev.g);
+    mirror(d.gk, dev.gk);
+    mirror(d.beta, dev.beta);
+    mirror(d.A_log, dev.A_log);
+    mirror(d.dt_bias, dev.dt_bias);
+    mirror(d.h0, dev.h0);
+    mirror(d.cu, dev.cu);
+    out = mirror(d.out, dev.out);
+    ht = mirror(d.ht, dev.ht);
+  }
+};
 
 struct DecodeCase {
   GdnCase c;
@@ -52,29 +84,16 @@ void check_decode(const DecodeCase& dc) {
   HostTensor pool_cpu = pool, out_cpu = d.out;
   ASSERT_OK(gdn_decode(params(d, pool_cpu.view, out_cpu.view, idx.view, d.cu.view)));
   // GPU.
-  DeviceTensor q(d.q), k(d.k), v(d.v), beta(d.beta), state(pool), out(d.out);
-  std::unique_ptr<DeviceTensor> g, gk, alog, dtb, didx, dcu;
-  GdnData dv = d;  // device views of the same tensors
-  dv.q.view = q.view;
-  dv.k.view = k.view;
-  dv.v.view = v.view;
-  dv.beta.view = beta.view;
-  if (d.g.view.defined()) { g = std::make_unique<DeviceTensor>(d.g); dv.g.view = g->view; }
-  if (d.gk.view.defined()) { gk = std::make_unique<DeviceTensor>(d.gk); dv.gk.view = gk->view; }
-  if (d.A_log.view.defined()) {
-    alog = std::make_unique<DeviceTensor>(d.A_log);
-    dtb = std::make_unique<DeviceTensor>(d.dt_bias);
-    dv.A_log.view = alog->view;
-    dv.dt_bias.view = dtb->view;
-  }
-  TensorView idx_view, cu_view;
+  DeviceGdn g(d);
+  DeviceTensor state(pool);
+  std::unique_ptr<DeviceTensor> didx;
+  TensorView idx_view;
   if (idx.view.defined()) { didx = std::make_unique<DeviceTensor>(idx); idx_view = didx->view; }
-  if (d.cu.view.defined()) { dcu = std::make_unique<DeviceTensor>(d.cu); cu_view = dcu->view; }
-  out.poison();
-  const Status st = gdn_decode(params(dv, state.view, out.view, idx_view, cu_view));
+  g.out->poison();
+  const Status st = gdn_decode(params(g.dev, state.view, g.out->view, idx_view, g.dev.cu.view));
   ASSERT_TRUE(st.ok()) << st.message();
   HostTensor out_gpu = d.out, pool_gpu = pool;
-  out.copy_to(out_gpu);
+  g.out->copy_to(out_gpu);
   state.copy_to(pool_gpu);
   const auto o = out_gpu.values();
   ASSERT_TRUE(all_finite(o)) << "unwritten or non-finite outputs";
@@ -163,6 +182,125 @@ TEST_F(GdnDecodeGpu, VarlenTokens) {
   dc.c.H = 2;
   dc.c.K = dc.c.V = 64;
   check_decode(dc);
+}
+
+// ---- chunked forward ----
+
+// The same logical contents with every row padded by `pad` elements (rows no longer 16-byte aligned).
+HostTensor padded_rows(const HostTensor& x, int64_t pad) {
+  std::vector<int64_t> shape(x.view.sizes, x.view.sizes + x.view.ndim);
+  shape.back() += pad;
+  HostTensor r(x.view.dtype, shape);
+  r.view.sizes[x.view.ndim - 1] -= pad;
+  for (int64_t i = 0; i < x.numel(); ++i) r.set(i, x.get(i));
+  return r;
+}
+
+struct ChunkOptions {
+  int64_t row_pad = 0;          // > 0: q, k, v rows padded (the element-wise load path)
+  DType h0_dtype = DType::kFloat32;
+};
+
+void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
+  GdnData d = make_gdn(c, 31);
+  if (opt.row_pad) {
+    d.q = padded_rows(d.q, opt.row_pad);
+    d.k = padded_rows(d.k, opt.row_pad);
+    d.v = padded_rows(d.v, opt.row_pad);
+  }
+  if (c.h0 && opt.h0_dtype != d.h0.view.dtype) d.h0 = d.h0.to(opt.h0_dtype);
+  std::vector<double> o_ref, ht_ref;
+  gdn_oracle(c, d, o_ref, ht_ref);
+  DeviceGdn g(d);
+  g.out->poison();
+  g.ht->poison();
+  GdnFwdParams p;
+  p.in = gdn_inputs(c, g.dev);
+  p.out = g.dev.out.view;
+  p.final_state = g.dev.ht.view;
+  const Status st = gdn_forward(p);
+  ASSERT_TRUE(st.ok()) << st.message();
+  HostTensor out = d.out, ht = d.ht;
+  g.out->copy_to(out);
+  g.ht->copy_to(ht);
+  const auto o = out.values(), h = ht.values();
+  ASSERT_TRUE(all_finite(o)) << "unwritten or non-finite outputs";
+  ASSERT_TRUE(all_finite(h)) << "unwritten or non-finite final state";
+  EXPECT_LT(rel_rms(o, o_ref), 0.005);
+  EXPECT_LT(rel_rms(h, ht_ref), 0.005);
+}
+
+GdnCase chunk_case(DType dt, int64_t D, int64_t T) {
+  GdnCase c;
+  c.dt = dt;
+  c.B = 2;
+  c.T = T;
+  c.H = 2;
+  c.HV = 4;
+  c.K = c.V = D;
+  c.l2norm = true;
+  return c;
+}
+
+class GdnChunkGpu : public GdnDecodeGpu {};
+
+TEST_F(GdnChunkGpu, HeadDimsDtypesAndTails) {
+  for (DType dt : {DType::kBFloat16, DType::kFloat16})
+    for (int64_t D : {64, 128})
+      for (int64_t T : {1, 63, 200}) {
+        SCOPED_TRACE("dtype=" + std::to_string(int(dt)) + " D=" + std::to_string(D) + " T=" + std::to_string(T));
+        check_chunk(chunk_case(dt, D, T));
+      }
+}
+
+TEST_F(GdnChunkGpu, GateStrengths) {
+  for (auto [lo, hi] : {std::pair{-5.0, -1.0}, std::pair{-0.05, 0.0}, std::pair{0.0, 0.0}}) {
+    SCOPED_TRACE("g in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    GdnCase c = chunk_case(DType::kBFloat16, 128, 300);
+    c.g_lo = lo;
+    c.g_hi = hi;
+    check_chunk(c);
+  }
+}
+
+TEST_F(GdnChunkGpu, VarlenWithShortAndEmptySequencesAndGva) {
+  for (auto [H, HV] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{1, 4}}) {
+    GdnCase c = chunk_case(DType::kBFloat16, 64, 0);
+    c.B = 1;
+    c.seqlens = {1, 0, 130, 64, 65, 7};
+    c.T = 267;
+    c.H = H;
+    c.HV = HV;
+    check_chunk(c);
+  }
+}
+
+TEST_F(GdnChunkGpu, VFirstStateFusedGateBetaLogitNoInitialState) {
+  GdnCase c = chunk_case(DType::kBFloat16, 128, 150);
+  c.layout = StateLayout::kVK;
+  c.fused_gate = c.beta_logit = true;
+  c.h0 = false;
+  check_chunk(c);
+  c.l2norm = false;  // unit keys from make_gdn
+  c.h0 = true;
+  check_chunk(c);
+}
+
+TEST_F(GdnChunkGpu, UnalignedRowsAndBf16InitialState) {
+  GdnCase c = chunk_case(DType::kFloat16, 64, 100);
+  check_chunk(c, {.row_pad = 4, .h0_dtype = DType::kBFloat16});
+}
+
+TEST_F(GdnChunkGpu, UnsupportedInputsAreRefused) {
+  GdnCase c = chunk_case(DType::kBFloat16, 32, 10);
+  GdnData d = make_gdn(c, 5);
+  DeviceGdn g(d);
+  GdnFwdParams p;
+  p.in = gdn_inputs(c, g.dev);
+  p.out = g.dev.out.view;
+  const Status st = gdn_forward(p);
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("K = V in {64, 128}"), std::string::npos) << st.message();
 }
 
 }  // namespace

@@ -71,10 +71,13 @@ def test_opcheck_gdn(device):
     pool = torch.randn(5, 4, 64, 64, device=device)
     idx = torch.tensor([3, 0], dtype=torch.int32, device=device)
     opcheck(ops.gdn_recurrent_.default, (q, k, v, beta, pool, g), dict(state_indices=idx))
-    if device == "cpu":  # the chunked op has no CUDA kernel yet (issue 5)
-        leaves = [t.clone().requires_grad_() for t in (q, k, v, beta, g, h0)]
-        kw = dict(initial_state=leaves[5], output_final_state=True)
-        opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), kw)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, beta, g, h0)]
+    kw = dict(initial_state=leaves[5], output_final_state=True)
+    if device == "cuda":  # the chunked backward has no CUDA kernel yet (issue 6): no gradients through it
+        leaves = [t.detach() for t in leaves]
+        kw["initial_state"] = leaves[5]
+    opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), kw)
+    if device == "cpu":
         with torch.no_grad():
             out, ht = ops.gdn_chunk_fwd(*leaves[:4], leaves[4], **kw)
         opcheck(ops.gdn_chunk_bwd.default, (torch.randn_like(out), torch.randn_like(ht), q, k, v, beta, g),
@@ -90,12 +93,10 @@ def test_opcheck_gdn_bwd_dhu():
 
 
 class TinyModel(torch.nn.Module):
-    """One GQA attention layer and one Gated DeltaNet layer (the GDN layer uses the token
-    recurrence on CUDA, where the chunked kernel does not exist yet)."""
+    """One GQA attention layer and one Gated DeltaNet layer (chunked GDN, fused gate)."""
 
-    def __init__(self, dim=128, recurrent_gdn=False):
+    def __init__(self, dim=128):
         super().__init__()
-        self.recurrent_gdn = recurrent_gdn
         self.wq, self.wk, self.wv = (torch.nn.Linear(dim, n, bias=False) for n in (dim, dim // 2, dim // 2))
         self.wgdn = torch.nn.Linear(dim, 2 * 64 + 2 * 64 + 4 * 64 + 8, bias=False)
         self.A_log = torch.nn.Parameter(torch.zeros(4))
@@ -110,17 +111,17 @@ class TinyModel(torch.nn.Module):
         qg, kg, vg, gb = self.wgdn(x).split([128, 128, 256, 8], dim=-1)
         qg, kg, vg = qg.view(B, T, 2, 64), kg.view(B, T, 2, 64), vg.view(B, T, 4, 64)
         graw, braw = gb.float().split([4, 4], dim=-1)
-        fn = attnkit.fused_recurrent_gated_delta_rule if self.recurrent_gdn else attnkit.chunk_gated_delta_rule
-        o, state = fn(qg, kg, vg, g=graw, beta=braw.to(x.dtype), use_qk_l2norm_in_kernel=True,
-                      use_beta_sigmoid_in_kernel=True, use_gate_in_kernel=True, A_log=self.A_log,
-                      dt_bias=self.dt_bias, output_final_state=True)
+        o, state = attnkit.chunk_gated_delta_rule(qg, kg, vg, g=graw, beta=braw.to(x.dtype),
+                                                  use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                                                  use_gate_in_kernel=True, A_log=self.A_log, dt_bias=self.dt_bias,
+                                                  output_final_state=True)
         return a + o.reshape(B, T, -1)[..., :128], state
 
 
 def _model(device):
     torch.manual_seed(2)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    model = TinyModel(recurrent_gdn=device == "cuda").to(device=device, dtype=dtype)
+    model = TinyModel().to(device=device, dtype=dtype)
     model.A_log.data, model.dt_bias.data = model.A_log.data.float(), model.dt_bias.data.float()
     return model, torch.randn(2, 40, 128, device=device, dtype=dtype)
 

@@ -162,10 +162,37 @@ def test_cuda_decode_matches_cpu(K):
 
 
 @needs_cuda
-def test_cuda_chunk_forward_says_it_is_not_there_yet():
-    x = inputs(dtype=torch.bfloat16)
+@pytest.mark.parametrize("K", [64, 128])
+def test_cuda_chunk_forward_matches_cpu(K):
+    x = inputs(B=2, T=150, H=2, HV=4, K=K, V=K, dtype=torch.bfloat16)
+    h0 = torch.randn(2, 4, K, K)
+    kw = dict(initial_state=h0, output_final_state=True, use_qk_l2norm_in_kernel=True)
+    cpu = attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"].float(), x["beta"], **kw)
+    kw["initial_state"] = h0.cuda()
+    gpu = attnkit.chunk_gated_delta_rule(*(t.cuda() for t in (x["q"], x["k"], x["v"], x["g"].float(), x["beta"])), **kw)
+    for c, g in zip(cpu, gpu):
+        assert ref.rms_ratio(g.cpu(), c) < 5e-3
+
+
+@needs_cuda
+def test_cuda_chunk_varlen_matches_cpu():
+    x = inputs(B=1, T=200, H=1, HV=2, K=64, V=64, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 1, 1, 70, 200])
+    cpu = attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"].float(), x["beta"], cu_seqlens=cu,
+                                         output_final_state=True)
+    gpu = attnkit.chunk_gated_delta_rule(*(t.cuda() for t in (x["q"], x["k"], x["v"], x["g"].float(), x["beta"])),
+                                         cu_seqlens=cu.cuda(), output_final_state=True)
+    for c, g in zip(cpu, gpu):
+        assert ref.rms_ratio(g.cpu(), c) < 5e-3
+
+
+@needs_cuda
+def test_cuda_chunk_backward_says_it_is_not_there_yet():
+    x = inputs(K=64, V=64, dtype=torch.bfloat16)
+    q = x["q"].cuda().requires_grad_()
+    o, _ = attnkit.chunk_gated_delta_rule(q, *(t.cuda() for t in (x["k"], x["v"], x["g"].float(), x["beta"])))
     with pytest.raises(NotImplementedError, match="CUDA"):
-        attnkit.chunk_gated_delta_rule(*(t.cuda() for t in (x["q"], x["k"], x["v"], x["g"], x["beta"])))
+        o.sum().backward()
 
 
 def test_bad_arguments_raise_clear_errors():

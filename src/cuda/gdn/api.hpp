@@ -4,6 +4,7 @@
 
 namespace attnkit::cuda {
 
+Status gdn_forward(const GdnFwdParams& p);  // chunked, scalar gate, K = V in {64, 128}
 Status gdn_decode(const GdnDecodeParams& p);
 
 }  // namespace attnkit::cuda

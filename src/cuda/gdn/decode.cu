@@ -20,35 +20,12 @@
 #include "attnkit/semantics/heads.hpp"
 #include "attnkit/semantics/numerics.hpp"
 #include "src/cuda/gdn/api.hpp"
+#include "src/cuda/gdn/token_tensor.cuh"
 #include "src/cuda/runtime.hpp"
 #include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda {
 namespace {
-
-// A float-like input of any of our dtypes, read by element index.
-struct AnyFloat {
-  const void* ptr = nullptr;
-  DType dtype = DType::kFloat32;
-  __device__ float operator[](int64_t i) const {
-    switch (dtype) {
-      case DType::kBFloat16: {
-        const unsigned short b = static_cast<const unsigned short*>(ptr)[i];
-        return __uint_as_float(static_cast<unsigned>(b) << 16);
-      }
-      case DType::kFloat16: return __half2float(static_cast<const __half*>(ptr)[i]);
-      case DType::kFloat64: return static_cast<float>(static_cast<const double*>(ptr)[i]);
-      default: return static_cast<const float*>(ptr)[i];
-    }
-  }
-};
-
-// A [B, T, heads, F] tensor (or [B, T, heads] with F = 1): strides of (b, t, head).
-struct TokenTensor {
-  AnyFloat data;
-  int64_t sb = 0, st = 0, sh = 0;
-  __device__ float at(int64_t b, int64_t t, int64_t h, int64_t f = 0) const { return data[b * sb + t * st + h * sh + f]; }
-};
 
 struct DecodeArgs {
   TokenTensor q, k, v, g, gk, beta;
@@ -261,16 +238,6 @@ __global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_stream_kernel(const D
 #pragma unroll
     for (int i = 0; i < R; ++i) state[(kc * R + i) * D] = hreg[i];
   }
-}
-
-TokenTensor token_tensor(const TensorView& t, bool varlen) {
-  TokenTensor r;
-  if (!t.defined()) return r;
-  r.data = {t.data, t.dtype};
-  r.sb = varlen ? 0 : t.strides[0];
-  r.st = t.strides[1];
-  r.sh = t.strides[2];
-  return r;
 }
 
 }  // namespace

@@ -1,0 +1,107 @@
+// src/cuda/gdn/chunk_fwd_dispatch.cu — GdnFwdParams -> the chunked forward instantiation for its
+// (dtype, key head dim), after the checks only the GPU path has.
+#include <cuda_runtime.h>
+#include <cutlass/numeric_types.h>
+
+#include <cmath>
+#include <string>
+
+#include "src/cuda/gdn/api.hpp"
+#include "src/cuda/gdn/chunk_fwd_args.cuh"
+
+namespace attnkit::cuda {
+namespace gdn {
+template <class Element, int kDK>
+cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream);
+}  // namespace gdn
+
+namespace {
+
+gdn::RowTensor row_tensor(const TensorView& t, bool varlen) {
+  return {t.data, varlen ? 0 : t.strides[0], t.strides[1], t.strides[2]};
+}
+
+// cp.async moves 16 bytes: every row start must be 16-byte aligned.
+bool rows_16b_aligned(const TensorView& t, bool varlen) {
+  const int64_t e = dtype_size(t.dtype);
+  bool ok = reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+  for (int d = varlen ? 1 : 0; d < 3; ++d) ok = ok && (t.strides[d] * e) % 16 == 0;
+  return ok;
+}
+
+// (k, v) strides of a [N, HV, K, V] / [N, HV, V, K] state.
+void state_strides(const TensorView& t, StateLayout layout, int64_t& sk, int64_t& sv) {
+  const bool kfirst = layout == StateLayout::kKV;
+  sk = kfirst ? t.strides[2] : t.strides[3];
+  sv = kfirst ? t.strides[3] : t.strides[2];
+}
+
+}  // namespace
+
+Status gdn_forward(const GdnFwdParams& p) {
+  const GdnInputs& in = p.in;
+  const int64_t K = in.q.size(3), V = in.v.size(3);
+  if (in.algorithm != GdnAlgorithm::kChunked)
+    return Unsupported("algorithm: the token recurrence is the CPU reference; the CUDA forward is chunked");
+  if (in.gk.defined()) return Unsupported("gk: the CUDA chunked forward takes the scalar gate g (the per-key gate runs on the CPU)");
+  if (in.q.dtype != DType::kBFloat16 && in.q.dtype != DType::kFloat16)
+    return Unsupported("q: the CUDA chunked forward takes bfloat16 or float16 q, k, v");
+  if (K != V || (K != 64 && K != 128))
+    return Unsupported("q: the CUDA chunked forward needs K = V in {64, 128}, got K = " + std::to_string(K) +
+                       ", V = " + std::to_string(V));
+  for (auto [t, name] : {std::pair{&in.q, "q"}, std::pair{&in.k, "k"}, std::pair{&in.v, "v"}, std::pair{&p.out, "out"}})
+    if (t->strides[3] != 1) return InvalidArgument(std::string(name) + ": expected unit stride on the last dim");
+  if (p.out.dtype != in.q.dtype) return InvalidArgument("out: expected q's dtype");
+  if (in.A_log.defined() && (in.A_log.dtype != DType::kFloat32 || in.dt_bias.dtype != DType::kFloat32))
+    return Unsupported("A_log: the CUDA chunked forward takes float32 A_log and dt_bias");
+
+  const bool varlen = in.cu_seqlens.defined();
+  gdn::ChunkFwdArgs a;
+  a.q = row_tensor(in.q, varlen);
+  a.k = row_tensor(in.k, varlen);
+  a.v = row_tensor(in.v, varlen);
+  a.o = row_tensor(p.out, varlen);
+  a.g = token_tensor(in.g, varlen);
+  a.beta = token_tensor(in.beta, varlen);
+  if (in.A_log.defined()) {
+    a.A_log = static_cast<const float*>(in.A_log.data);
+    a.dt_bias = static_cast<const float*>(in.dt_bias.data);
+    a.a_stride = in.A_log.strides[0];
+    a.dt_stride = in.dt_bias.strides[0];
+  }
+  if (in.initial_state.defined()) {
+    const TensorView& h0 = in.initial_state;
+    a.h0.data = {h0.data, h0.dtype};
+    a.h0.sn = h0.strides[0];
+    a.h0.sh = h0.strides[1];
+    state_strides(h0, in.state_layout, a.h0.sk, a.h0.sv);
+  }
+  if (p.final_state.defined()) {
+    a.ht = static_cast<float*>(p.final_state.data);
+    a.ht_sn = p.final_state.strides[0];
+    a.ht_sh = p.final_state.strides[1];
+    state_strides(p.final_state, in.state_layout, a.ht_sk, a.ht_sv);
+  }
+  a.cu_seqlens = varlen ? static_cast<const int64_t*>(in.cu_seqlens.data) : nullptr;
+  a.tokens = in.q.size(1);
+  const int64_t seqs = varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0);
+  if (seqs * in.v.size(2) * (V / 64) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
+  a.num_seqs = static_cast<int>(seqs);
+  a.H = static_cast<int>(in.q.size(2));
+  a.HV = static_cast<int>(in.v.size(2));
+  a.v_blocks = static_cast<int>(V / 64);
+  a.scale = static_cast<float>(in.scale ? *in.scale : 1.0 / std::sqrt(static_cast<double>(K)));
+  a.l2norm = in.use_qk_l2norm;
+  a.beta_logit = in.beta_is_logit;
+  a.vec16 = rows_16b_aligned(in.q, varlen) && rows_16b_aligned(in.k, varlen) && rows_16b_aligned(in.v, varlen);
+
+  auto stream = static_cast<cudaStream_t>(p.stream);
+  const bool bf16 = in.q.dtype == DType::kBFloat16;
+  cudaError_t err;
+  if (K == 128) err = bf16 ? gdn::launch_gdn_chunk_fwd<cutlass::bfloat16_t, 128>(a, stream) : gdn::launch_gdn_chunk_fwd<cutlass::half_t, 128>(a, stream);
+  else err = bf16 ? gdn::launch_gdn_chunk_fwd<cutlass::bfloat16_t, 64>(a, stream) : gdn::launch_gdn_chunk_fwd<cutlass::half_t, 64>(a, stream);
+  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_forward: ") + cudaGetErrorString(err)};
+  return Status::Ok();
+}
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,133 @@
+// src/cuda/gdn/chunk_fwd_state.cuh — warpgroup 1 of the chunked forward: carries the state
+// H [DK, BV] in fp32 registers (the accumulator of H += K^T Dv) through the sequence's chunks,
+// writes each chunk's output rows and, at the end, the final state.
+//
+// Per chunk (stage published by the WY warpgroup):
+//   V' = w H, O = Q H          (SS, H's 16-bit copy in shared memory, read MN-major)
+//   v_new = u - V'; O *= scale exp(gamma); H *= exp(gamma_last)
+//   O += Aqk v_new;  H += K^T (exp(gamma_last - gamma) v_new)      (SS)
+//   store O rows, H's 16-bit copy for the next chunk.
+#pragma once
+#include <cutlass/arch/barrier.h>
+
+#include "src/cuda/attention/mma.cuh"
+#include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_traits.cuh"
+
+namespace attnkit::cuda::gdn {
+
+template <class T>
+struct StateWarpgroup {
+  using Element = typename T::Element;
+  static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
+  const ChunkFwdArgs& a;
+  const WorkItem& it;
+  typename T::SharedStorage& sm;
+  int tid;  // 0..127
+
+  static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
+
+  template <class TH, class SH>
+  CUTE_DEVICE void publish_state(const TH& tH, SH& tHsH) const {  // H's 16-bit copy for the GEMMs
+    CUTE_UNROLL
+    for (int i = 0; i < size(tH); ++i) tHsH(i) = Element(tH(i));
+    cutlass::arch::fence_view_async_shared();
+    sync();
+  }
+
+  CUTE_DEVICE void run() {
+    typename T::MmaWH mma_wh;
+    typename T::MmaAV mma_av;
+    typename T::MmaH mma_h;
+    auto thr_wh = mma_wh.get_thread_slice(tid);
+    auto thr_av = mma_av.get_thread_slice(tid);
+    auto thr_h = mma_h.get_thread_slice(tid);
+    Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});            // [DK, BV]
+    Tensor sHt = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutHt{});          // [BV, DK]
+    Tensor sVn = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBV{});   // [C, BV]
+    Tensor sVnt = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBVt{}); // [BV, C]
+    Tensor sDv = make_tensor(make_smem_ptr(sm.dv.data()), typename T::LayoutRowsBV{});
+    Tensor sDvt = make_tensor(make_smem_ptr(sm.dv.data()), typename T::LayoutRowsBVt{});
+
+    // The state, fp32 [DK, BV] over the warpgroup, from h0 (or 0).
+    Tensor tH = partition_fragment_C(mma_h, Shape<Int<kDK>, Int<kBV>>{});
+    Tensor cH = thr_h.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
+    Tensor tHsH = thr_h.partition_C(sH);
+    const int v0 = it.vb * kBV;
+    CUTE_UNROLL
+    for (int i = 0; i < size(tH); ++i) {
+      const int k = get<0>(cH(i)), v = v0 + get<1>(cH(i));
+      tH(i) = a.h0.data.ptr ? a.h0.data[it.n * a.h0.sn + it.hv * a.h0.sh + k * a.h0.sk + v * a.h0.sv] : 0.f;
+    }
+    publish_state(tH, tHsH);
+
+    Tensor tO = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});   // fp32 [C, BV]: output
+    Tensor tWH = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: w H
+    Tensor cO = thr_wh.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
+    Tensor tOsVn = thr_wh.partition_C(sVn);
+    Tensor tOsDv = thr_wh.partition_C(sDv);
+    auto* out = static_cast<Element*>(a.o.ptr) + v0;
+    for (int j = 0; j < it.nchunks; ++j) {
+      const int s = j % T::kStages;
+      auto& st = sm.stage[s];
+      const float* gamma = sm.gamma[s];
+      ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
+      {
+        Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});  // [C, DK]
+        Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});  // [C, DK]
+        Tensor tA_W = thr_wh.partition_fragment_A(sW);
+        Tensor tA_Q = thr_wh.partition_fragment_A(sQ);
+        Tensor tB_H = thr_wh.partition_fragment_B(sHt);
+        attn::gemm_zero<false>(mma_wh, tA_W, tB_H, tWH);
+        attn::gemm_zero<false>(mma_wh, tA_Q, tB_H, tO);
+      }
+      warpgroup_wait<0>();
+      const float g_last = gamma[kC - 1];
+      const Element* u = st.v.data() + tid * size(tWH);
+      CUTE_UNROLL
+      for (int i = 0; i < size(tWH); ++i) {
+        const int r = get<0>(cO(i));
+        const float vn = float(u[i]) - tWH(i);
+        tOsVn(i) = Element(vn);
+        tOsDv(i) = Element(vn * __expf(g_last - gamma[r]));
+        tO(i) *= a.scale * __expf(gamma[r]);
+      }
+      const float decay = __expf(g_last);
+      CUTE_UNROLL
+      for (int i = 0; i < size(tH); ++i) tH(i) *= decay;
+      cutlass::arch::fence_view_async_shared();
+      sync();
+      {
+        Tensor sA = make_tensor(make_smem_ptr(st.aqk.data()), typename T::LayoutCC{});     // [C, C]
+        Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{}); // [DK, C]
+        Tensor tA_A = thr_av.partition_fragment_A(sA);
+        Tensor tB_Vn = thr_av.partition_fragment_B(sVnt);
+        Tensor tA_Kt = thr_h.partition_fragment_A(sKt);
+        Tensor tB_Dv = thr_h.partition_fragment_B(sDvt);
+        attn::gemm_ss(mma_av, tA_A, tB_Vn, tO);
+        attn::gemm_ss(mma_h, tA_Kt, tB_Dv, tH);
+      }
+      warpgroup_wait<0>();
+      if (j + T::kStages < it.nchunks) ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
+
+      const int64_t row0 = int64_t(j) * kC;
+      const int64_t left = it.len - row0;
+      const int valid = left < kC ? static_cast<int>(left) : kC;
+      CUTE_UNROLL
+      for (int i = 0; i < size(tO); ++i) {
+        const int r = get<0>(cO(i)), c = get<1>(cO(i));
+        if (r < valid) out[it.row(a.o, row0 + r, it.hv) + c] = Element(tO(i));
+      }
+      publish_state(tH, tHsH);
+    }
+    if (a.ht) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tH); ++i) {
+        const int k = get<0>(cH(i)), v = v0 + get<1>(cH(i));
+        a.ht[it.n * a.ht_sn + it.hv * a.ht_sh + k * a.ht_sk + v * a.ht_sv] = tH(i);
+      }
+    }
+  }
+};
+
+}  // namespace attnkit::cuda::gdn

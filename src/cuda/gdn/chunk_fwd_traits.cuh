@@ -1,0 +1,97 @@
+// src/cuda/gdn/chunk_fwd_traits.cuh — compile-time shape of the chunked forward for one (element
+// type, key head dim DK): chunk and value-block sizes, swizzled shared-memory layouts, WGMMA types.
+//
+// One CTA owns (sequence, value head, 64 value columns) and walks its chunks of C = 64 tokens.
+// Warpgroup 0 ("WY") loads chunk j+2 and computes chunk j+1's state-independent part; warpgroup 1
+// ("state") carries the fp32 state H [DK, BV] through chunk j (spec/gdn.md, chunked forward):
+//   WY:    S_kk = K K^T, S_qk = Q K^T                      [C, C]     SS
+//          T0 = (I + strict(diag(beta) S_kk))^-1           [C, C]     fp32, chunk_fwd_solve.cuh
+//          w = (T0 diag(beta) * exp(gamma_r)) K            [C, DK]    RS (K read MN-major)
+//          u = (T0 diag(beta) * Gamma) V                   [C, BV]    RS
+//          Aqk = scale * tril(S_qk) * Gamma                [C, C]     -> shared memory
+//   state: v_new = u - w H ;  O = scale exp(gamma) Q H     [C, BV]    SS (H read MN-major)
+//          O += Aqk v_new                                  [C, BV]    SS
+//          H = exp(gamma_last) H + K^T (exp(gamma_last - gamma) v_new)   [DK, BV]   SS, K^T MN-major
+// Several layouts below view the same bytes: a [rows, cols] tile with cols contiguous is K-major
+// as [rows, cols] and MN-major as [cols, rows] (tile_to_shape with Step<_2, _1>); the host test
+// GdnChunkLayouts checks the pairs agree element by element.
+#pragma once
+#include <cute/tensor.hpp>
+#include <cutlass/gemm/collective/builders/sm90_common.inl>
+
+namespace attnkit::cuda::gdn {
+
+using namespace cute;
+
+// [rows, cols] with cols contiguous, as a K-major operand.
+template <class Element, int kRows, int kCols>
+using RowMajor = decltype(tile_to_shape(
+    cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::K, Element, Int<kRows>, Int<kCols>>(),
+    Shape<Int<kRows>, Int<kCols>>{}));
+// The same bytes as [cols, rows], an MN-major operand.
+template <class Element, int kRows, int kCols>
+using RowMajorT = decltype(tile_to_shape(
+    cutlass::gemm::collective::detail::ss_smem_selector<GMMA::Major::MN, Element, Int<kCols>, Int<kRows>>(),
+    Shape<Int<kCols>, Int<kRows>>{}, Step<_2, _1>{}));
+
+template <class Element_, int kDK_>
+struct ChunkFwdTraits {
+  using Element = Element_;
+  static constexpr int kDK = kDK_;   // key head dim: rows of the state
+  static constexpr int kBV = 64;     // value columns per CTA
+  static constexpr int kC = 64;      // chunk length
+  static constexpr int kStages = 3;  // chunk j in the state warpgroup, j+1 in WY, j+2 loading
+  static constexpr int kThreads = 256;
+
+  using LayoutRowsDK = RowMajor<Element, kC, kDK>;    // Q, K, w   [C, DK]
+  using LayoutRowsDKt = RowMajorT<Element, kC, kDK>;  // K^T       [DK, C]
+  using LayoutRowsBV = RowMajor<Element, kC, kBV>;    // V, v_new, Dv  [C, BV]
+  using LayoutRowsBVt = RowMajorT<Element, kC, kBV>;  // their transposes [BV, C]
+  using LayoutCC = RowMajor<Element, kC, kC>;         // Aqk       [C, C]
+  using LayoutH = RowMajor<Element, kDK, kBV>;        // H         [DK, BV]
+  using LayoutHt = RowMajorT<Element, kDK, kBV>;      // H^T       [BV, DK]
+
+  using C_ = Int<kC>;
+  using DK_ = Int<kDK>;
+  using BV_ = Int<kBV>;
+  using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<C_, C_, DK_>>()));
+  using MmaW = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<C_, DK_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaU = decltype(make_tiled_mma(
+      GMMA::rs_op_selector<Element, Element, float, Shape<C_, BV_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaWH = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<C_, BV_, DK_>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaAV = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<C_, BV_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaH = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN>()));
+
+  // One chunk's buffers. `w` holds the fp32 [C, C] matrix being inverted until w overwrites it;
+  // `v` holds V until u (fragment order, as the state warpgroup's accumulators) overwrites it;
+  // `aqk` is the inversion's scratch until Aqk overwrites it.
+  struct Stage {
+    cute::array_aligned<Element, kC * kDK, 1024> q, k;
+    cute::array_aligned<Element, (kC * kDK > 2 * kC * kC ? kC * kDK : 2 * kC * kC), 1024> w;
+    cute::array_aligned<Element, kC * kBV, 1024> v;
+    cute::array_aligned<Element, kC * kC, 1024> aqk;
+  };
+  struct SharedStorage {
+    Stage stage[kStages];
+    cute::array_aligned<Element, kDK * kBV, 1024> h;  // bf16/fp16 copy of the state for the GEMMs
+    cute::array_aligned<Element, kC * kBV, 1024> vnew, dv;
+    float gamma[kStages][kC];  // in-chunk cumulative log-decay (natural log)
+    float beta[kStages][kC];
+  };
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
+};
+
+// Named barriers (0 is __syncthreads): each warpgroup's own, then per stage "full" (WY -> state)
+// and "empty" (state -> WY), 256 threads each.
+struct ChunkBarriers {
+  static constexpr int kWy = 1, kState = 2, kFull = 3, kEmpty = 6;
+  static __device__ void sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+  static __device__ void arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+};
+
+}  // namespace attnkit::cuda::gdn

@@ -1,0 +1,48 @@
+// src/cuda/gdn/token_tensor.cuh — reading the GDN kernels' small float inputs (gates, beta,
+// initial states) of any float dtype by element, and [B, T, heads(, F)] tensors by (b, t, head, f).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "attnkit/tensor.hpp"
+
+namespace attnkit::cuda {
+
+// A float-like input of any of our dtypes, read by element index.
+struct AnyFloat {
+  const void* ptr = nullptr;
+  DType dtype = DType::kFloat32;
+  __device__ float operator[](int64_t i) const {
+    switch (dtype) {
+      case DType::kBFloat16: {
+        const unsigned short b = static_cast<const unsigned short*>(ptr)[i];
+        return __uint_as_float(static_cast<unsigned>(b) << 16);
+      }
+      case DType::kFloat16: return __half2float(static_cast<const __half*>(ptr)[i]);
+      case DType::kFloat64: return static_cast<float>(static_cast<const double*>(ptr)[i]);
+      default: return static_cast<const float*>(ptr)[i];
+    }
+  }
+};
+
+// A [B, T, heads, F] tensor (or [B, T, heads] with F = 1): strides of (b, t, head).
+struct TokenTensor {
+  AnyFloat data;
+  int64_t sb = 0, st = 0, sh = 0;
+  __device__ float at(int64_t b, int64_t t, int64_t h, int64_t f = 0) const { return data[b * sb + t * st + h * sh + f]; }
+};
+
+// Varlen tensors have B == 1: their batch stride is never used and reads as 0.
+inline TokenTensor token_tensor(const TensorView& t, bool varlen) {
+  TokenTensor r;
+  if (!t.defined()) return r;
+  r.data = {t.data, t.dtype};
+  r.sb = varlen ? 0 : t.strides[0];
+  r.st = t.strides[1];
+  r.sh = t.strides[2];
+  return r;
+}
+
+}  // namespace attnkit::cuda
