@@ -35,6 +35,7 @@ struct ChunkFwdArgs {
   float scale = 1.f;
   bool l2norm = false, beta_logit = false;
   bool vec16 = false;                      // q, k, v rows start 16-byte aligned: cp.async 16 B
+  bool o_pairs = false;                    // out rows start 4-byte aligned: 2 columns per store
 };
 
 // CTA `item` -> (sequence n, value head hv, value block vb), vb fastest so that the CTAs sharing

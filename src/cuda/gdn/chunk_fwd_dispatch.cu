@@ -21,11 +21,11 @@ gdn::RowTensor row_tensor(const TensorView& t, bool varlen) {
   return {t.data, varlen ? 0 : t.strides[0], t.strides[1], t.strides[2]};
 }
 
-// cp.async moves 16 bytes: every row start must be 16-byte aligned.
-bool rows_16b_aligned(const TensorView& t, bool varlen) {
+// Every row start of t aligned to `bytes` (cp.async moves 16 bytes; output pairs store 4).
+bool rows_aligned(const TensorView& t, bool varlen, int64_t bytes) {
   const int64_t e = dtype_size(t.dtype);
-  bool ok = reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
-  for (int d = varlen ? 1 : 0; d < 3; ++d) ok = ok && (t.strides[d] * e) % 16 == 0;
+  bool ok = reinterpret_cast<uintptr_t>(t.data) % bytes == 0;
+  for (int d = varlen ? 1 : 0; d < 3; ++d) ok = ok && (t.strides[d] * e) % bytes == 0;
   return ok;
 }
 
@@ -93,7 +93,8 @@ Status gdn_forward(const GdnFwdParams& p) {
   a.scale = static_cast<float>(in.scale ? *in.scale : 1.0 / std::sqrt(static_cast<double>(K)));
   a.l2norm = in.use_qk_l2norm;
   a.beta_logit = in.beta_is_logit;
-  a.vec16 = rows_16b_aligned(in.q, varlen) && rows_16b_aligned(in.k, varlen) && rows_16b_aligned(in.v, varlen);
+  a.vec16 = rows_aligned(in.q, varlen, 16) && rows_aligned(in.k, varlen, 16) && rows_aligned(in.v, varlen, 16);
+  a.o_pairs = rows_aligned(p.out, varlen, 4);
 
   auto stream = static_cast<cudaStream_t>(p.stream);
   const bool bf16 = in.q.dtype == DType::kBFloat16;

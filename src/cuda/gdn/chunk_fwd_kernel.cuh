@@ -17,13 +17,11 @@ namespace attnkit::cuda::gdn {
 
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdArgs a) {
-  extern __shared__ __align__(1024) char smem_raw[];
-  auto& sm = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
   const WorkItem it(a, blockIdx.x);
   if (threadIdx.x < 128) {
-    if (it.nchunks > 0) WyWarpgroup<T>{a, it, sm, static_cast<int>(threadIdx.x)}.run();
+    if (it.nchunks > 0) WyWarpgroup<T>{a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
-    StateWarpgroup<T>{a, it, sm, static_cast<int>(threadIdx.x) - 128}.run();
+    StateWarpgroup<T>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
   }
 }
 

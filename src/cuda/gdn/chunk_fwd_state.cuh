@@ -22,20 +22,19 @@ struct StateWarpgroup {
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
   const ChunkFwdArgs& a;
   const WorkItem& it;
-  typename T::SharedStorage& sm;
   int tid;  // 0..127
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
 
   template <class TH, class SH>
-  CUTE_DEVICE void publish_state(const TH& tH, SH& tHsH) const {  // H's 16-bit copy for the GEMMs
-    CUTE_UNROLL
-    for (int i = 0; i < size(tH); ++i) tHsH(i) = Element(tH(i));
+  CUTE_DEVICE void publish_state(const TH& tH, SH&& tHsH) const {  // H's 16-bit copy for the GEMMs
+    store_pairs<Element>(tH, tHsH, [](int, float x) { return x; });
     cutlass::arch::fence_view_async_shared();
     sync();
   }
 
   CUTE_DEVICE void run() {
+    auto& sm = chunk_smem<T>();
     typename T::MmaWH mma_wh;
     typename T::MmaAV mma_av;
     typename T::MmaH mma_h;
@@ -52,20 +51,18 @@ struct StateWarpgroup {
     // The state, fp32 [DK, BV] over the warpgroup, from h0 (or 0).
     Tensor tH = partition_fragment_C(mma_h, Shape<Int<kDK>, Int<kBV>>{});
     Tensor cH = thr_h.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
-    Tensor tHsH = thr_h.partition_C(sH);
     const int v0 = it.vb * kBV;
     CUTE_UNROLL
     for (int i = 0; i < size(tH); ++i) {
       const int k = get<0>(cH(i)), v = v0 + get<1>(cH(i));
       tH(i) = a.h0.data.ptr ? a.h0.data[it.n * a.h0.sn + it.hv * a.h0.sh + k * a.h0.sk + v * a.h0.sv] : 0.f;
     }
-    publish_state(tH, tHsH);
+    publish_state(tH, thr_h.partition_C(sH));
 
     Tensor tO = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});   // fp32 [C, BV]: output
     Tensor tWH = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: w H
     Tensor cO = thr_wh.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
-    Tensor tOsVn = thr_wh.partition_C(sVn);
-    Tensor tOsDv = thr_wh.partition_C(sDv);
+    const int r0 = get<0>(cO(0));  // this thread's output rows: r0 and r0 + 8
     auto* out = static_cast<Element*>(a.o.ptr) + v0;
     for (int j = 0; j < it.nchunks; ++j) {
       const int s = j % T::kStages;
@@ -82,17 +79,24 @@ struct StateWarpgroup {
         attn::gemm_zero<false>(mma_wh, tA_Q, tB_H, tO);
       }
       warpgroup_wait<0>();
+      // gamma is in log2 units: exp(x) = ex2(x log2 e).
       const float g_last = gamma[kC - 1];
-      const Element* u = st.v.data() + tid * size(tWH);
+      const float gamma_r[2] = {gamma[r0], gamma[r0 + 8]};
+      const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
+      const float dv_scale[2] = {ex2(g_last - gamma_r[0]), ex2(g_last - gamma_r[1])};
+      auto half = [&](int i) { return (get<0>(cO(i)) - r0) / 8; };
+      const auto* u = reinterpret_cast<const uint32_t*>(st.v.data()) + tid * (size(tWH) / 2);
       CUTE_UNROLL
-      for (int i = 0; i < size(tWH); ++i) {
-        const int r = get<0>(cO(i));
-        const float vn = float(u[i]) - tWH(i);
-        tOsVn(i) = Element(vn);
-        tOsDv(i) = Element(vn * __expf(g_last - gamma[r]));
-        tO(i) *= a.scale * __expf(gamma[r]);
+      for (int i = 0; i < size(tWH); i += 2) {  // v_new = u - w H, in place of w H
+        const auto u2 = reinterpret_cast<const cutlass::Array<Element, 2>&>(u[i / 2]);
+        tWH(i) = float(u2[0]) - tWH(i);
+        tWH(i + 1) = float(u2[1]) - tWH(i + 1);
       }
-      const float decay = __expf(g_last);
+      store_pairs<Element>(tWH, thr_wh.partition_C(sVn), [](int, float x) { return x; });
+      store_pairs<Element>(tWH, thr_wh.partition_C(sDv), [&](int i, float x) { return x * dv_scale[half(i)]; });
+      CUTE_UNROLL
+      for (int i = 0; i < size(tO); ++i) tO(i) *= o_scale[half(i)];
+      const float decay = ex2(g_last);
       CUTE_UNROLL
       for (int i = 0; i < size(tH); ++i) tH(i) *= decay;
       cutlass::arch::fence_view_async_shared();
@@ -113,12 +117,20 @@ struct StateWarpgroup {
       const int64_t row0 = int64_t(j) * kC;
       const int64_t left = it.len - row0;
       const int valid = left < kC ? static_cast<int>(left) : kC;
-      CUTE_UNROLL
-      for (int i = 0; i < size(tO); ++i) {
-        const int r = get<0>(cO(i)), c = get<1>(cO(i));
-        if (r < valid) out[it.row(a.o, row0 + r, it.hv) + c] = Element(tO(i));
+      if (a.o_pairs) {
+        CUTE_UNROLL
+        for (int i = 0; i < size(tO); i += 2) {
+          const int r = get<0>(cO(i)), c = get<1>(cO(i));
+          if (r < valid) *reinterpret_cast<uint32_t*>(out + it.row(a.o, row0 + r, it.hv) + c) = pack2<Element>(tO(i), tO(i + 1));
+        }
+      } else {
+        CUTE_UNROLL
+        for (int i = 0; i < size(tO); ++i) {
+          const int r = get<0>(cO(i)), c = get<1>(cO(i));
+          if (r < valid) out[it.row(a.o, row0 + r, it.hv) + c] = Element(tO(i));
+        }
       }
-      publish_state(tH, tHsH);
+      publish_state(tH, thr_h.partition_C(sH));
     }
     if (a.ht) {
       CUTE_UNROLL

@@ -18,6 +18,7 @@
 #pragma once
 #include <cute/tensor.hpp>
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
+#include <cutlass/numeric_conversion.h>
 
 namespace attnkit::cuda::gdn {
 
@@ -79,12 +80,64 @@ struct ChunkFwdTraits {
     Stage stage[kStages];
     cute::array_aligned<Element, kDK * kBV, 1024> h;  // bf16/fp16 copy of the state for the GEMMs
     cute::array_aligned<Element, kC * kBV, 1024> vnew, dv;
-    float gamma[kStages][kC];  // in-chunk cumulative log-decay (natural log)
+    float gamma[kStages][kC];  // in-chunk cumulative log-decay, in log2 units (exp(x) = ex2(x log2 e))
     float beta[kStages][kC];
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
 };
+
+// The kernel's dynamic shared memory. Every access goes through this symbol (never through a
+// pointer kept in a struct), so the compiler keeps shared-memory instructions (LDS/STS), not
+// generic ones.
+extern __shared__ __align__(1024) char gdn_chunk_smem[];
+template <class T>
+CUTE_DEVICE typename T::SharedStorage& chunk_smem() {
+  return *reinterpret_cast<typename T::SharedStorage*>(gdn_chunk_smem);
+}
+
+CUTE_DEVICE float ex2(float x) {  // 2^x; x <= 0 everywhere it is used
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two fp32 values as one 32-bit pair of 16-bit elements.
+template <class Element>
+CUTE_DEVICE uint32_t pack2(float x, float y) {
+  cutlass::NumericArrayConverter<Element, float, 2> convert;
+  cutlass::Array<float, 2> in;
+  in[0] = x;
+  in[1] = y;
+  const cutlass::Array<Element, 2> out = convert(in);
+  return reinterpret_cast<uint32_t const&>(out);
+}
+
+// Shared-memory accesses by address: a swizzled cute tensor computes its addresses as integers,
+// after which the compiler no longer knows they are shared and would emit generic LD/ST.
+CUTE_DEVICE void st_shared(const void* p, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(cute::cast_smem_ptr_to_uint(p)), "r"(v) : "memory");
+}
+CUTE_DEVICE void st_shared(const void* p, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(cute::cast_smem_ptr_to_uint(p)), "r"(v.x), "r"(v.y), "r"(v.z),
+               "r"(v.w)
+               : "memory");
+}
+CUTE_DEVICE uint4 ld_shared_v4(const void* p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(cute::cast_smem_ptr_to_uint(p))
+               : "memory");
+  return v;
+}
+
+// dst(i) = f(i, acc(i)) in 16 bits, two adjacent columns per 32-bit store: an SM90 accumulator
+// fragment holds column pairs (i, i + 1), which stay adjacent in the swizzled tile.
+template <class Element, class Acc, class Dst, class F>
+CUTE_DEVICE void store_pairs(const Acc& acc, Dst&& dst, F&& f) {
+  CUTE_UNROLL
+  for (int i = 0; i < size(acc); i += 2) st_shared(&dst(i), pack2<Element>(f(i, acc(i)), f(i + 1, acc(i + 1))));
+}
 
 // Named barriers (0 is __syncthreads): each warpgroup's own, then per stage "full" (WY -> state)
 // and "empty" (state -> WY), 256 threads each.

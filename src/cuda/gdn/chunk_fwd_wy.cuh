@@ -29,8 +29,10 @@ CUTE_DEVICE void copy16(Element* dst, const Element* src, bool valid, bool vec16
     const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
   } else {
+    cutlass::Array<Element, 8> piece;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) dst[e] = valid ? src[e] : Element(0.f);
+    for (int e = 0; e < 8; ++e) piece[e] = valid ? src[e] : Element(0.f);
+    st_shared(dst, reinterpret_cast<const uint4&>(piece));
   }
 }
 CUTE_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
@@ -43,7 +45,6 @@ struct WyWarpgroup {
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
   const ChunkFwdArgs& a;
   const WorkItem& it;
-  typename T::SharedStorage& sm;
   int tid;  // 0..127
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kWy, 128); }
@@ -55,7 +56,7 @@ struct WyWarpgroup {
 
   // Chunk j's Q, K rows and this CTA's V columns into stage j % kStages.
   CUTE_DEVICE void load_chunk(int j) {
-    auto& st = sm.stage[j % T::kStages];
+    auto& st = chunk_smem<T>().stage[j % T::kStages];
     Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});
     Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});
     Tensor sV = make_tensor(make_smem_ptr(st.v.data()), typename T::LayoutRowsBV{});
@@ -95,7 +96,7 @@ struct WyWarpgroup {
       }
     }
   }
-  // Warp 0: finish the gates (fused gate, sigmoid) and write their in-chunk inclusive cumsum.
+  // Warp 0: finish the gates (fused gate, sigmoid) and write their in-chunk inclusive cumsum (log2).
   CUTE_DEVICE void scan_gates(int j, float (&g)[2], float (&beta)[2], float* gamma, float* beta_out) const {
     const int lane = tid % 32, valid = valid_rows(j);
 #pragma unroll
@@ -111,8 +112,9 @@ struct WyWarpgroup {
       const float x = __shfl_up_sync(0xffffffff, incl, o);
       if (lane >= o) incl += x;
     }
-    gamma[2 * lane] = incl - pair + g[0];
-    gamma[2 * lane + 1] = incl;
+    constexpr float kLog2e = 1.4426950408889634f;
+    gamma[2 * lane] = (incl - pair + g[0]) * kLog2e;
+    gamma[2 * lane + 1] = incl * kLog2e;
     beta_out[2 * lane] = beta[0];
     beta_out[2 * lane + 1] = beta[1];
   }
@@ -121,23 +123,27 @@ struct WyWarpgroup {
   CUTE_DEVICE void l2norm_rows(typename T::Stage& st) const {
     Tensor s = make_tensor(make_smem_ptr(tid < 64 ? st.q.data() : st.k.data()), typename T::LayoutRowsDK{});
     const int r = tid % 64;
+    using Piece = cutlass::Array<Element, 8>;  // 16 bytes, contiguous in the swizzled tile
+    Piece row[kDK / 8];
     float ss = 0.f;
 #pragma unroll
-    for (int c = 0; c < kDK; c += 8) {
-      const Element* p = &s(r, c);
+    for (int c = 0; c < kDK / 8; ++c) {
+      const uint4 raw = ld_shared_v4(&s(r, 8 * c));
+      row[c] = reinterpret_cast<const Piece&>(raw);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) ss += float(p[e]) * float(p[e]);
+      for (int e = 0; e < 8; ++e) ss = fmaf(float(row[c][e]), float(row[c][e]), ss);
     }
     const float inv = rsqrtf(ss + static_cast<float>(kL2NormEps));
 #pragma unroll
-    for (int c = 0; c < kDK; c += 8) {
-      Element* p = &s(r, c);
+    for (int c = 0; c < kDK / 8; ++c) {
 #pragma unroll
-      for (int e = 0; e < 8; ++e) p[e] = Element(float(p[e]) * inv);
+      for (int e = 0; e < 8; ++e) row[c][e] = Element(float(row[c][e]) * inv);
+      st_shared(&s(r, 8 * c), reinterpret_cast<const uint4&>(row[c]));
     }
   }
 
   CUTE_DEVICE void run() {
+    auto& sm = chunk_smem<T>();
     typename T::MmaS mma_s;
     typename T::MmaW mma_w;
     typename T::MmaU mma_u;
@@ -183,12 +189,19 @@ struct WyWarpgroup {
       warpgroup_wait<0>();
       sync();  // gamma, beta visible
 
+      // This thread's accumulator rows are r0 and r0 + 8 (h = 0, 1); its columns vary.
+      const int r0 = get<0>(cS(0));
+      auto half = [&](int i) { return (get<0>(cS(i)) - r0) / 8; };
+      const float beta_r[2] = {beta[r0], beta[r0 + 8]};
+      const float gamma_r[2] = {gamma[r0], gamma[r0 + 8]};
+
       // L = strict_lower(diag(beta) K K^T) into the w buffer as fp32 [C][C], then T0 in place.
       float* sT = reinterpret_cast<float*>(st.w.data());
       CUTE_UNROLL
-      for (int i = 0; i < size(tKK); ++i) {
+      for (int i = 0; i < size(tKK); i += 2) {
         const int r = get<0>(cS(i)), c = get<1>(cS(i));
-        sT[r * kC + c] = c < r ? beta[r] * tKK(i) : 0.f;
+        const float b = beta_r[half(i)];
+        *reinterpret_cast<float2*>(&sT[r * kC + c]) = make_float2(c < r ? b * tKK(i) : 0.f, c + 1 < r ? b * tKK(i + 1) : 0.f);
       }
       sync();
       invert_unit_lower_64(sT, reinterpret_cast<float*>(st.aqk.data()), [] { sync(); });
@@ -197,11 +210,16 @@ struct WyWarpgroup {
       // (only r >= c: above the diagonal T0 is 0 and the exponent could overflow).
       Tensor tTu = make_tensor<float>(tKK.layout());
       CUTE_UNROLL
-      for (int i = 0; i < size(tKK); ++i) {
-        const int r = get<0>(cS(i)), c = get<1>(cS(i));
-        const float tb = sT[r * kC + c] * beta[c];
-        tKK(i) = tb * __expf(gamma[r]);
-        tTu(i) = c <= r ? tb * __expf(gamma[r] - gamma[c]) : 0.f;
+      for (int i = 0; i < size(tKK); i += 2) {
+        const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = half(i);
+        const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kC + c]);
+        const float2 bc = *reinterpret_cast<const float2*>(&beta[c]);
+        const float2 gc = *reinterpret_cast<const float2*>(&gamma[c]);
+        const float er = ex2(gamma_r[h]);
+        tKK(i) = t0.x * bc.x * er;
+        tKK(i + 1) = t0.y * bc.y * er;
+        tTu(i) = c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f;
+        tTu(i + 1) = c + 1 <= r ? t0.y * bc.y * ex2(gamma_r[h] - gc.y) : 0.f;
       }
       Tensor rTw = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
       Tensor rTu = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
@@ -222,19 +240,16 @@ struct WyWarpgroup {
 
       // Publish w [C, DK], Aqk [C, C] and u (fragment order) for the state warpgroup.
       Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});
-      Tensor tWsW = thr_w.partition_C(sW);
-      CUTE_UNROLL
-      for (int i = 0; i < size(tW); ++i) tWsW(i) = Element(tW(i));
+      store_pairs<Element>(tW, thr_w.partition_C(sW), [](int, float x) { return x; });
       Tensor sA = make_tensor(make_smem_ptr(st.aqk.data()), typename T::LayoutCC{});
-      Tensor tSsA = thr_s.partition_C(sA);
-      CUTE_UNROLL
-      for (int i = 0; i < size(tQK); ++i) {
+      const float scale = a.scale;
+      store_pairs<Element>(tQK, thr_s.partition_C(sA), [&](int i, float x) {
         const int r = get<0>(cS(i)), c = get<1>(cS(i));
-        tSsA(i) = Element(c <= r ? a.scale * tQK(i) * __expf(gamma[r] - gamma[c]) : 0.f);
-      }
-      Element* u = st.v.data() + tid * size(tU);
+        return c <= r ? scale * x * ex2(gamma_r[half(i)] - gamma[c]) : 0.f;
+      });
+      auto* u = reinterpret_cast<uint32_t*>(st.v.data()) + tid * (size(tU) / 2);
       CUTE_UNROLL
-      for (int i = 0; i < size(tU); ++i) u[i] = Element(tU(i));
+      for (int i = 0; i < size(tU); i += 2) u[i / 2] = pack2<Element>(tU(i), tU(i + 1));
       cutlass::arch::fence_view_async_shared();
       ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
 
