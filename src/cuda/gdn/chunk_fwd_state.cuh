@@ -4,12 +4,14 @@
 //
 // Per chunk (stage published by the WY warpgroup):
 //   V' = w H, O = Q H          (SS, H's 16-bit copy in shared memory, read MN-major)
-//   v_new = u - V'; O *= scale exp(gamma); H *= exp(gamma_last)
-//   O += Aqk v_new;  H += K^T (exp(gamma_last - gamma) v_new)      (SS)
+//   S = Q K^T                  (SS; independent of the state, issued with the two above)
+//   v_new = u - V'; O *= scale exp(gamma); H *= exp(gamma_last); Aqk = scale tril(S) Gamma
+//   O += Aqk v_new (RS);  H += K^T (exp(gamma_last - gamma) v_new) (SS)
 //   store O rows, H's 16-bit copy for the next chunk.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
+#include "src/cuda/attention/fragment.cuh"
 #include "src/cuda/attention/mma.cuh"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
@@ -36,9 +38,11 @@ struct StateWarpgroup {
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<T>();
     typename T::MmaWH mma_wh;
-    typename T::MmaAV mma_av;
+    typename T::MmaS mma_s;
+    typename T::MmaU mma_av;
     typename T::MmaH mma_h;
     auto thr_wh = mma_wh.get_thread_slice(tid);
+    auto thr_s = mma_s.get_thread_slice(tid);
     auto thr_av = mma_av.get_thread_slice(tid);
     auto thr_h = mma_h.get_thread_slice(tid);
     Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});            // [DK, BV]
@@ -62,6 +66,9 @@ struct StateWarpgroup {
     Tensor tO = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});   // fp32 [C, BV]: output
     Tensor tWH = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: w H
     Tensor cO = thr_wh.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
+    Tensor tS = partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{});  // fp32 [C, C]: Q K^T
+    Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kC>>{}));
+    Tensor rA = make_tensor<Element>(attn::acc_as_operand_a_layout(tS.layout()));  // Aqk as an A operand
     const int r0 = get<0>(cO(0));  // this thread's output rows: r0 and r0 + 8
     auto* out = static_cast<Element*>(a.o.ptr) + v0;
     for (int j = 0; j < it.nchunks; ++j) {
@@ -96,19 +103,31 @@ struct StateWarpgroup {
       store_pairs<Element>(tWH, thr_wh.partition_C(sDv), [&](int i, float x) { return x * dv_scale[half(i)]; });
       CUTE_UNROLL
       for (int i = 0; i < size(tO); ++i) tO(i) *= o_scale[half(i)];
+      {  // S = Q K^T, issued once w H is consumed (fewer live accumulators)
+        Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});  // [C, DK]
+        Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});  // [C, DK]
+        Tensor tS_Q = thr_s.partition_fragment_A(sQ);
+        Tensor tS_K = thr_s.partition_fragment_B(sK);
+        attn::gemm_zero<false>(mma_s, tS_Q, tS_K, tS);
+      }
       const float decay = ex2(g_last);
       CUTE_UNROLL
       for (int i = 0; i < size(tH); ++i) tH(i) *= decay;
+      warpgroup_wait<0>();
+      CUTE_UNROLL
+      for (int i = 0; i < size(tS); ++i) {  // Aqk = scale tril(Q K^T) * Gamma (diagonal included)
+        const int r = get<0>(cS(i)), c = get<1>(cS(i));
+        tS(i) = c <= r ? a.scale * tS(i) * ex2(gamma_r[(r - r0) / 8] - gamma[c]) : 0.f;
+      }
+      attn::convert_into(make_tensor(tS.data(), rA.layout()), rA);
       cutlass::arch::fence_view_async_shared();
       sync();
       {
-        Tensor sA = make_tensor(make_smem_ptr(st.aqk.data()), typename T::LayoutCC{});     // [C, C]
         Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{}); // [DK, C]
-        Tensor tA_A = thr_av.partition_fragment_A(sA);
         Tensor tB_Vn = thr_av.partition_fragment_B(sVnt);
         Tensor tA_Kt = thr_h.partition_fragment_A(sKt);
         Tensor tB_Dv = thr_h.partition_fragment_B(sDvt);
-        attn::gemm_ss(mma_av, tA_A, tB_Vn, tO);
+        attn::gemm_rs(mma_av, rA, tB_Vn, tO);
         attn::gemm_ss(mma_h, tA_Kt, tB_Dv, tH);
       }
       warpgroup_wait<0>();

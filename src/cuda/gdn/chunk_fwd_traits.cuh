@@ -4,13 +4,13 @@
 // One CTA owns (sequence, value head, 64 value columns) and walks its chunks of C = 64 tokens.
 // Warpgroup 0 ("WY") loads chunk j+2 and computes chunk j+1's state-independent part; warpgroup 1
 // ("state") carries the fp32 state H [DK, BV] through chunk j (spec/gdn.md, chunked forward):
-//   WY:    S_kk = K K^T, S_qk = Q K^T                      [C, C]     SS
+//   WY:    S_kk = K K^T                                    [C, C]     SS
 //          T0 = (I + strict(diag(beta) S_kk))^-1           [C, C]     fp32, chunk_fwd_solve.cuh
 //          w = (T0 diag(beta) * exp(gamma_r)) K            [C, DK]    RS (K read MN-major)
 //          u = (T0 diag(beta) * Gamma) V                   [C, BV]    RS
-//          Aqk = scale * tril(S_qk) * Gamma                [C, C]     -> shared memory
 //   state: v_new = u - w H ;  O = scale exp(gamma) Q H     [C, BV]    SS (H read MN-major)
-//          O += Aqk v_new                                  [C, BV]    SS
+//          S_qk = Q K^T -> Aqk = scale * tril(S_qk) * Gamma  [C, C]   SS, kept in registers
+//          O += Aqk v_new                                  [C, BV]    RS
 //          H = exp(gamma_last) H + K^T (exp(gamma_last - gamma) v_new)   [DK, BV]   SS, K^T MN-major
 // Several layouts below view the same bytes: a [rows, cols] tile with cols contiguous is K-major
 // as [rows, cols] and MN-major as [cols, rows] (tile_to_shape with Step<_2, _1>); the host test
@@ -48,7 +48,6 @@ struct ChunkFwdTraits {
   using LayoutRowsDKt = RowMajorT<Element, kC, kDK>;  // K^T       [DK, C]
   using LayoutRowsBV = RowMajor<Element, kC, kBV>;    // V, v_new, Dv  [C, BV]
   using LayoutRowsBVt = RowMajorT<Element, kC, kBV>;  // their transposes [BV, C]
-  using LayoutCC = RowMajor<Element, kC, kC>;         // Aqk       [C, C]
   using LayoutH = RowMajor<Element, kDK, kBV>;        // H         [DK, BV]
   using LayoutHt = RowMajorT<Element, kDK, kBV>;      // H^T       [BV, DK]
 
@@ -58,23 +57,20 @@ struct ChunkFwdTraits {
   using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<C_, C_, DK_>>()));
   using MmaW = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<C_, DK_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
-  using MmaU = decltype(make_tiled_mma(
+  using MmaU = decltype(make_tiled_mma(  // u = Tu V, and O += Aqk v_new
       GMMA::rs_op_selector<Element, Element, float, Shape<C_, BV_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaWH = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<C_, BV_, DK_>, GMMA::Major::K, GMMA::Major::MN>()));
-  using MmaAV = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<C_, BV_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaH = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN>()));
 
   // One chunk's buffers. `w` holds the fp32 [C, C] matrix being inverted until w overwrites it;
-  // `v` holds V until u (fragment order, as the state warpgroup's accumulators) overwrites it;
-  // `aqk` is the inversion's scratch until Aqk overwrites it.
+  // `v` holds V until u (fragment order, as the state warpgroup's accumulators) overwrites it.
   struct Stage {
     cute::array_aligned<Element, kC * kDK, 1024> q, k;
     cute::array_aligned<Element, (kC * kDK > 2 * kC * kC ? kC * kDK : 2 * kC * kC), 1024> w;
     cute::array_aligned<Element, kC * kBV, 1024> v;
-    cute::array_aligned<Element, kC * kC, 1024> aqk;
+    cute::array_aligned<float, 4 * 16 * 16, 128> scratch;  // the inversion's 16 x 16 blocks
   };
   struct SharedStorage {
     Stage stage[kStages];

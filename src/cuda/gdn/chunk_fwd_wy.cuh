@@ -1,6 +1,6 @@
 // src/cuda/gdn/chunk_fwd_wy.cuh — warpgroup 0 of the chunked forward: loads each chunk's rows,
 // and computes everything about the chunk that does not depend on the state (the WY form):
-// gamma, T0 = (I + L)^-1, w, u and Aqk, handed to the state warpgroup through the chunk's stage.
+// gamma, T0 = (I + L)^-1, w and u, handed to the state warpgroup through the chunk's stage.
 //
 // Chunk j's loads are issued two chunks ahead (cp.async, zero-filled past the sequence end), so
 // they land while chunks j-1 and j-2 compute. Rows past the end get g = beta = 0: their rows of
@@ -62,24 +62,23 @@ struct WyWarpgroup {
     Tensor sV = make_tensor(make_smem_ptr(st.v.data()), typename T::LayoutRowsBV{});
     const int valid = valid_rows(j);
     const int64_t t0 = int64_t(j) * kC;
-    const auto* q = static_cast<const Element*>(a.q.ptr);
-    const auto* k = static_cast<const Element*>(a.k.ptr);
-    const auto* v = static_cast<const Element*>(a.v.ptr) + it.vb * kBV;
-    constexpr int kUnitsDK = kDK / 8, kUnitsBV = kBV / 8;  // 16-byte pieces per row
+    // Thread tid copies column piece tid % units of rows tid / units + i * (128 / units); rows past
+    // the end read nothing (zero fill) but still pass a valid address, the chunk's first row.
+    auto copy_rows = [&](auto& dst, const Element* base, const RowTensor& x, int head, auto units_c) {
+      constexpr int kUnits = decltype(units_c)::value, kStep = 128 / kUnits;
+      const int c = (tid % kUnits) * 8, r = tid / kUnits;
+      const Element* first = base + it.row(x, t0, head) + c;
+      const int64_t step = int64_t(kStep) * x.st;
+      const Element* src = first + int64_t(r) * x.st;
 #pragma unroll
-    for (int u = tid; u < kC * kUnitsDK; u += 128) {
-      const int r = u / kUnitsDK, c = (u % kUnitsDK) * 8;
-      const bool ok = r < valid;
-      const int64_t t = t0 + (ok ? r : 0);
-      copy16(&sQ(r, c), q + it.row(a.q, t, it.h) + c, ok, a.vec16);
-      copy16(&sK(r, c), k + it.row(a.k, t, it.h) + c, ok, a.vec16);
-    }
-#pragma unroll
-    for (int u = tid; u < kC * kUnitsBV; u += 128) {
-      const int r = u / kUnitsBV, c = (u % kUnitsBV) * 8;
-      const bool ok = r < valid;
-      copy16(&sV(r, c), v + it.row(a.v, t0 + (ok ? r : 0), it.hv) + c, ok, a.vec16);
-    }
+      for (int i = 0; i < kC / kStep; ++i, src += step) {
+        const bool ok = r + i * kStep < valid;
+        copy16(&dst(r + i * kStep, c), ok ? src : first, ok, a.vec16);
+      }
+    };
+    copy_rows(sQ, static_cast<const Element*>(a.q.ptr), a.q, it.h, Int<kDK / 8>{});
+    copy_rows(sK, static_cast<const Element*>(a.k.ptr), a.k, it.h, Int<kDK / 8>{});
+    copy_rows(sV, static_cast<const Element*>(a.v.ptr) + it.vb * kBV, a.v, it.hv, Int<kBV / 8>{});
   }
 
   // Lane l of warp 0: the gate and beta of rows 2l and 2l + 1 (0 past the sequence end).
@@ -125,15 +124,15 @@ struct WyWarpgroup {
     const int r = tid % 64;
     using Piece = cutlass::Array<Element, 8>;  // 16 bytes, contiguous in the swizzled tile
     Piece row[kDK / 8];
-    float ss = 0.f;
+    float ss[4] = {0.f, 0.f, 0.f, 0.f};  // independent partial sums: no serial FMA chain
 #pragma unroll
     for (int c = 0; c < kDK / 8; ++c) {
       const uint4 raw = ld_shared_v4(&s(r, 8 * c));
       row[c] = reinterpret_cast<const Piece&>(raw);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) ss = fmaf(float(row[c][e]), float(row[c][e]), ss);
+      for (int e = 0; e < 8; ++e) ss[e % 4] = fmaf(float(row[c][e]), float(row[c][e]), ss[e % 4]);
     }
-    const float inv = rsqrtf(ss + static_cast<float>(kL2NormEps));
+    const float inv = rsqrtf((ss[0] + ss[1]) + (ss[2] + ss[3]) + static_cast<float>(kL2NormEps));
 #pragma unroll
     for (int c = 0; c < kDK / 8; ++c) {
 #pragma unroll
@@ -172,18 +171,14 @@ struct WyWarpgroup {
         cutlass::arch::fence_view_async_shared();
         sync();
       }
-      Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});   // [C, DK]
       Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});   // [C, DK]
       Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{}); // [DK, C]
       Tensor sVt = make_tensor(make_smem_ptr(st.v.data()), typename T::LayoutRowsBVt{}); // [BV, C]
       Tensor tKK = partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{});  // fp32 [C, C]: K K^T
-      Tensor tQK = partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{});  // fp32 [C, C]: Q K^T
       {
         Tensor tA_K = thr_s.partition_fragment_A(sK);
-        Tensor tA_Q = thr_s.partition_fragment_A(sQ);
         Tensor tB_K = thr_s.partition_fragment_B(sK);
         gemm_zero<false>(mma_s, tA_K, tB_K, tKK);
-        gemm_zero<false>(mma_s, tA_Q, tB_K, tQK);
       }
       if (warp == 0) scan_gates(j, g2, b2, gamma, beta);
       warpgroup_wait<0>();
@@ -204,7 +199,7 @@ struct WyWarpgroup {
         *reinterpret_cast<float2*>(&sT[r * kC + c]) = make_float2(c < r ? b * tKK(i) : 0.f, c + 1 < r ? b * tKK(i + 1) : 0.f);
       }
       sync();
-      invert_unit_lower_64(sT, reinterpret_cast<float*>(st.aqk.data()), [] { sync(); });
+      invert_unit_lower_64(sT, reinterpret_cast<float*>(st.scratch.data()), [] { sync(); });
 
       // A operands: Tw_rc = T0_rc beta_c exp(gamma_r), Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c)
       // (only r >= c: above the diagonal T0 is 0 and the exponent could overflow).
@@ -238,15 +233,9 @@ struct WyWarpgroup {
       warpgroup_wait<0>();
       sync();  // V is no longer read: u may overwrite it
 
-      // Publish w [C, DK], Aqk [C, C] and u (fragment order) for the state warpgroup.
+      // Publish w [C, DK] and u (fragment order) for the state warpgroup.
       Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});
       store_pairs<Element>(tW, thr_w.partition_C(sW), [](int, float x) { return x; });
-      Tensor sA = make_tensor(make_smem_ptr(st.aqk.data()), typename T::LayoutCC{});
-      const float scale = a.scale;
-      store_pairs<Element>(tQK, thr_s.partition_C(sA), [&](int i, float x) {
-        const int r = get<0>(cS(i)), c = get<1>(cS(i));
-        return c <= r ? scale * x * ex2(gamma_r[half(i)] - gamma[c]) : 0.f;
-      });
       auto* u = reinterpret_cast<uint32_t*>(st.v.data()) + tid * (size(tU) / 2);
       CUTE_UNROLL
       for (int i = 0; i < size(tU); i += 2) u[i / 2] = pack2<Element>(tU(i), tU(i + 1));
