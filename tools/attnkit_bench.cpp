@@ -151,6 +151,40 @@ double median_event_ms(int reps, Fn&& fn) {
   return t[t.size() / 2];
 }
 
+// The GPU column: the gated delta rule chunked forward at issue 5's main shape (peers:
+// bench/bench_gdn_chunk.py).
+void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
+  const int64_t B = 4, T = 8192, H = 16, D = 128, n = B * T * H * D, ng = B * T * H;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<uint16_t> x(static_cast<size_t>(n)), beta(static_cast<size_t>(ng));
+  std::vector<float> g(static_cast<size_t>(ng));
+  for (auto& e : x) e = float_to_bf16_bits(d(rng));
+  for (auto& e : g) e = -0.5f * std::fabs(d(rng));  // log-decay <= 0
+  for (auto& e : beta) e = float_to_bf16_bits(0.5f + 0.4f * std::tanh(d(rng)));
+  void *q, *k, *v, *o, *gd, *bd, *ht;
+  for (void** p : {&q, &k, &v, &o}) cudaMalloc(p, n * 2);
+  cudaMalloc(&gd, ng * 4);
+  cudaMalloc(&bd, ng * 2);
+  cudaMalloc(&ht, B * H * D * D * 4);
+  for (void* p : {q, k, v}) cudaMemcpy(p, x.data(), n * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(gd, g.data(), ng * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(bd, beta.data(), ng * 2, cudaMemcpyHostToDevice);
+  const Device dev = Device::cuda(0);
+  GdnFwdParams p;
+  p.in.q = TensorView::contiguous(q, DType::kBFloat16, dev, {B, T, H, D});
+  p.in.k = TensorView::contiguous(k, DType::kBFloat16, dev, {B, T, H, D});
+  p.in.v = TensorView::contiguous(v, DType::kBFloat16, dev, {B, T, H, D});
+  p.in.g = TensorView::contiguous(gd, DType::kFloat32, dev, {B, T, H});
+  p.in.beta = TensorView::contiguous(bd, DType::kBFloat16, dev, {B, T, H});
+  p.in.use_qk_l2norm = true;
+  p.out = TensorView::contiguous(o, DType::kBFloat16, dev, {B, T, H, D});
+  p.final_state = TensorView::contiguous(ht, DType::kFloat32, dev, {B, H, D, D});
+  const double ms = median_event_ms(reps, [&] { return gdn_forward(p); });
+  rows.push_back({"gdn chunk fwd [gpu]", "B4 T8192 H16 K=V=128 bf16", ms, fmt("%.3f Mtok/s", B * T / ms / 1e3)});
+  for (void* ptr : {q, k, v, o, gd, bd, ht}) cudaFree(ptr);
+}
+
 // The GPU column: softmax attention forward and backward on device buffers.
 void bench_attention_gpu(int reps, std::vector<Row>& rows) {
   struct Shape {
@@ -272,13 +306,17 @@ int main(int argc, char** argv) {
   }
   const bool gpu = attnkit::cuda_available();
   if (gpu)
-    std::printf("GPU found: the attention forward and backward run on it (rows marked [gpu]); the other ops run on the CPU\n"
+    std::printf("GPU found: the attention forward and backward and the GDN chunked forward run on it (rows marked [gpu]);\n"
+                "the other rows run on the CPU "
                 "reference backend until their kernels land. Peers: python3 bench/bench_attention.py.\n\n");
   else
     std::printf("No GPU found: running the CPU reference backend (attnkit %s).\n\n", attnkit::version());
   std::vector<Row> rows;
 #if defined(ATTNKIT_WITH_CUDA)
-  if (gpu) bench_attention_gpu(std::max(reps, 20), rows);
+  if (gpu) {
+    bench_attention_gpu(std::max(reps, 20), rows);
+    bench_gdn_gpu(std::max(reps, 20), rows);
+  }
 #endif
   bench_attention(reps, rows);
   bench_gdn(reps, rows);
