@@ -2,7 +2,7 @@
 # scripts/bench.sh — set up, build, and run the main job. Without a GPU: attnkit-bench runs the CPU
 # reference backend on a small example and says that no GPU was found. With one: attnkit-bench's
 # GPU rows, then the benchmarks beside the peers in one process each (torch SDPA cuDNN / flash for
-# attention, flash-linear-attention for the GDN decode when it is installed), JSON lines to
+# attention, flash-linear-attention for the GDN decode and chunked forward), JSON lines to
 # $BENCH_OUT (default out/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,8 +17,6 @@ if nvidia-smi -L >/dev/null 2>&1; then
   fi
   mkdir -p "$BENCH_OUT"
   lib="$BUILD_DIR/tools/libattnkit_c.so"
-  python3 bench/bench_attention.py --lib "$lib" --out "$BENCH_OUT"
-  python3 bench/bench_attention_bwd.py --lib "$lib" --out "$BENCH_OUT"
   # flash-linear-attention (pure Python + Triton) into .deps/fla, from .whl/ when offline
   fla_site=.deps/fla
   if ! python3 -c "import fla" >/dev/null 2>&1 && [ ! -d "$fla_site/fla" ]; then
@@ -32,7 +30,12 @@ if nvidia-smi -L >/dev/null 2>&1; then
   fi
   if PYTHONPATH="$fla_site${PYTHONPATH:+:$PYTHONPATH}" python3 -c "import fla" >/dev/null 2>&1; then
     PYTHONPATH="$fla_site${PYTHONPATH:+:$PYTHONPATH}" python3 bench/bench_gdn_decode.py --lib "$lib" --out "$BENCH_OUT"
+    # the chunked forward goes through the torch op: the pip-built package (scripts/setup_python.sh)
+    py=$(bash scripts/setup_python.sh | tail -1)
+    PYTHONPATH="$fla_site${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/bench_gdn_chunk.py --out "$BENCH_OUT"
   else
-    echo "bench.sh: flash-linear-attention is not available; GDN decode peer benchmark skipped"
+    echo "bench.sh: flash-linear-attention is not available; the GDN peer benchmarks are skipped"
   fi
+  python3 bench/bench_attention.py --lib "$lib" --out "$BENCH_OUT"
+  python3 bench/bench_attention_bwd.py --lib "$lib" --out "$BENCH_OUT"
 fi
