@@ -61,6 +61,11 @@ struct WorkItem {
     }
     nchunks = static_cast<int>((len + 63) / 64);
   }
+  // Rows of chunk j inside the sequence (64 but for the tail chunk).
+  __device__ int valid_rows(int j) const {
+    const int64_t left = len - int64_t(j) * 64;
+    return left < 64 ? static_cast<int>(left) : 64;
+  }
   // Element offset of token t's row (t counted from the sequence start) in a [B, T, heads, D] tensor.
   __device__ int64_t row(const RowTensor& x, int64_t t, int head) const { return b * x.sb + (t0 + t) * x.st + head * x.sh; }
 };

@@ -134,8 +134,7 @@ struct StateWarpgroup {
       if (j + T::kStages < it.nchunks) ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
 
       const int64_t row0 = int64_t(j) * kC;
-      const int64_t left = it.len - row0;
-      const int valid = left < kC ? static_cast<int>(left) : kC;
+      const int valid = it.valid_rows(j);
       if (a.o_pairs) {
         CUTE_UNROLL
         for (int i = 0; i < size(tO); i += 2) {

@@ -81,6 +81,7 @@ struct ChunkFwdTraits {
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
+  static_assert(kC == 64, "WorkItem (chunk_fwd_args.cuh) counts chunks of 64 tokens");
 };
 
 // The kernel's dynamic shared memory. Every access goes through this symbol (never through a

@@ -49,10 +49,7 @@ struct WyWarpgroup {
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kWy, 128); }
 
-  CUTE_DEVICE int valid_rows(int j) const {
-    const int64_t left = it.len - int64_t(j) * kC;
-    return left < kC ? static_cast<int>(left) : kC;
-  }
+  CUTE_DEVICE int valid_rows(int j) const { return it.valid_rows(j); }
 
   // Chunk j's Q, K rows and this CTA's V columns into stage j % kStages.
   CUTE_DEVICE void load_chunk(int j) {
@@ -189,6 +186,7 @@ struct WyWarpgroup {
       auto half = [&](int i) { return (get<0>(cS(i)) - r0) / 8; };
       const float beta_r[2] = {beta[r0], beta[r0 + 8]};
       const float gamma_r[2] = {gamma[r0], gamma[r0 + 8]};
+      const float exp_gamma_r[2] = {ex2(gamma_r[0]), ex2(gamma_r[1])};
 
       // L = strict_lower(diag(beta) K K^T) into the w buffer as fp32 [C][C], then T0 in place.
       float* sT = reinterpret_cast<float*>(st.w.data());
@@ -210,7 +208,7 @@ struct WyWarpgroup {
         const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kC + c]);
         const float2 bc = *reinterpret_cast<const float2*>(&beta[c]);
         const float2 gc = *reinterpret_cast<const float2*>(&gamma[c]);
-        const float er = ex2(gamma_r[h]);
+        const float er = exp_gamma_r[h];
         tKK(i) = t0.x * bc.x * er;
         tKK(i + 1) = t0.y * bc.y * er;
         tTu(i) = c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f;
