@@ -180,9 +180,13 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
   p.in.use_qk_l2norm = true;
   p.out = TensorView::contiguous(o, DType::kBFloat16, dev, {B, T, H, D});
   p.final_state = TensorView::contiguous(ht, DType::kFloat32, dev, {B, H, D, D});
+  void* ws = nullptr;
+  const size_t ws_bytes = gdn_forward_workspace_size(p);
+  cudaMalloc(&ws, ws_bytes);
+  p.workspace = {ws, ws_bytes};
   const double ms = median_event_ms(reps, [&] { return gdn_forward(p); });
   rows.push_back({"gdn chunk fwd [gpu]", "B4 T8192 H16 K=V=128 bf16", ms, fmt("%.3f Mtok/s", B * T / ms / 1e3)});
-  for (void* ptr : {q, k, v, o, gd, bd, ht}) cudaFree(ptr);
+  for (void* ptr : {q, k, v, o, gd, bd, ht, ws}) cudaFree(ptr);
 }
 
 // The GPU column: softmax attention forward and backward on device buffers.

@@ -40,7 +40,10 @@ size_t attention_backward_workspace_size(const AttentionBwdParams& p) {
 }
 size_t flex_forward_workspace_size(const FlexFwdParams&) { return 0; }
 size_t flex_backward_workspace_size(const FlexBwdParams&) { return 0; }
-size_t gdn_forward_workspace_size(const GdnFwdParams&) { return 0; }
+// The CUDA chunked forward keeps its WY kernel's w, u and gamma in the workspace.
+size_t gdn_forward_workspace_size(const GdnFwdParams& p) {
+  return p.in.q.device.type == DeviceType::kCUDA ? cuda::gdn_forward_workspace_size(p) : 0;
+}
 size_t gdn_backward_workspace_size(const GdnBwdParams&) { return 0; }
 
 Status attention_forward(const AttentionFwdParams& p) {

@@ -23,6 +23,7 @@ namespace attnkit::cuda {
 Status gdn_forward(const GdnFwdParams&) {
   return Unsupported("gdn_forward: this build has no CUDA kernels (configured without nvcc)");
 }
+size_t gdn_forward_workspace_size(const GdnFwdParams&) { return 0; }
 Status gdn_decode(const GdnDecodeParams&) {
   return Unsupported("gdn_decode: this build has no CUDA kernels (configured without nvcc)");
 }

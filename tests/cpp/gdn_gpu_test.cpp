@@ -213,20 +213,25 @@ void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
   gdn_oracle(c, d, o_ref, ht_ref);
   DeviceGdn g(d);
   g.out->poison();
-  g.ht->poison();
+  if (g.ht) g.ht->poison();
   GdnFwdParams p;
   p.in = gdn_inputs(c, g.dev);
   p.out = g.dev.out.view;
-  p.final_state = g.dev.ht.view;
+  if (g.ht) p.final_state = g.dev.ht.view;
+  const DeviceScratch ws(gdn_forward_workspace_size(p));  // the WY kernel's w, u, gamma
+  p.workspace = ws.workspace();
   const Status st = gdn_forward(p);
   ASSERT_TRUE(st.ok()) << st.message();
-  HostTensor out = d.out, ht = d.ht;
+  HostTensor out = d.out;
   g.out->copy_to(out);
-  g.ht->copy_to(ht);
-  const auto o = out.values(), h = ht.values();
+  const auto o = out.values();
   ASSERT_TRUE(all_finite(o)) << "unwritten or non-finite outputs";
-  ASSERT_TRUE(all_finite(h)) << "unwritten or non-finite final state";
   EXPECT_LT(rel_rms(o, o_ref), 0.005);
+  if (!g.ht) return;
+  HostTensor ht = d.ht;
+  g.ht->copy_to(ht);
+  const auto h = ht.values();
+  ASSERT_TRUE(all_finite(h)) << "unwritten or non-finite final state";
   EXPECT_LT(rel_rms(h, ht_ref), 0.005);
 }
 
@@ -273,6 +278,38 @@ TEST_F(GdnChunkGpu, VarlenWithShortAndEmptySequencesAndGva) {
     c.HV = HV;
     check_chunk(c);
   }
+}
+
+// N * HV = 8500 * 8 > 65535 (sequence, head) pairs: both kernels' grids, and the WY kernel's
+// slot -> chunk bisection over thousands of sequences of 0 to 3 tokens. Without states: 68k
+// final states would be 1 GB.
+TEST_F(GdnChunkGpu, ThousandsOfShortSequences) {
+  GdnCase c = chunk_case(DType::kBFloat16, 64, 0);
+  c.B = 1;
+  c.h0 = c.final_state = false;
+  c.H = 2;
+  c.HV = 8;
+  for (int i = 0; i < 8500; ++i) c.seqlens.push_back(i % 4);
+  c.seqlens[4321] = 150;  // and one with a tail chunk among them
+  c.T = 0;
+  for (int64_t l : c.seqlens) c.T += l;
+  check_chunk(c);
+}
+
+TEST_F(GdnChunkGpu, WorkspaceIsSizedAndChecked) {
+  GdnCase c = chunk_case(DType::kBFloat16, 64, 100);
+  GdnData d = make_gdn(c, 7);
+  DeviceGdn g(d);
+  GdnFwdParams p;
+  p.in = gdn_inputs(c, g.dev);
+  p.out = g.dev.out.view;
+  const size_t need = gdn_forward_workspace_size(p);
+  EXPECT_GE(need, size_t(c.B * c.T * c.HV * (2 * c.K + 2 * c.V + 4)));  // w, u (16-bit), gamma (fp32)
+  const DeviceScratch ws(need);
+  p.workspace = {ws.ptr, need - 1};
+  const Status st = gdn_forward(p);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("workspace"), std::string::npos) << st.message();
 }
 
 TEST_F(GdnChunkGpu, VFirstStateFusedGateBetaLogitNoInitialState) {

@@ -1,6 +1,8 @@
 // tests/cpp/gdn_test_util.hpp — GDN test cases, their tensors, and an independent float64 oracle
 // (the token recurrence of spec/gdn.md, with the in-op options applied by hand).
 #pragma once
+#include <numeric>
+
 #include "test_util.hpp"
 
 namespace attnkit::test {
@@ -10,6 +12,7 @@ struct GdnCase {
   std::vector<int64_t> seqlens;  // non-empty => varlen (B must be 1, T = sum)
   bool scalar_gate = true, per_key_gate = false, fused_gate = false;
   bool l2norm = false, beta_logit = false, h0 = true;
+  bool final_state = true;  // false: no ht tensor (and no reference state) at all
   double g_lo = -1.0, g_hi = 0.0;  // gate range per token
   StateLayout layout = StateLayout::kKV;
   DType dt = DType::kFloat64;
@@ -68,8 +71,10 @@ inline GdnData make_gdn(const GdnCase& c, uint32_t seed) {
   }
   d.out = HostTensor(c.dt, {c.B, c.T, c.HV, c.V});
   d.out.fill(std::nan(""));
-  d.ht = HostTensor(fp32_or_64(c), state_shape(c));
-  d.ht.fill(std::nan(""));
+  if (c.final_state) {
+    d.ht = HostTensor(fp32_or_64(c), state_shape(c));
+    d.ht.fill(std::nan(""));
+  }
   if (!c.seqlens.empty()) {
     std::vector<int64_t> cu = {0};
     for (int64_t l : c.seqlens) cu.push_back(cu.back() + l);
@@ -119,7 +124,7 @@ inline void gdn_oracle(const GdnCase& c, const GdnData& d, std::vector<double>& 
   const auto gk = d.gk.view.defined() ? d.gk.values() : std::vector<double>();
   const auto h0 = d.h0.view.defined() ? d.h0.values() : std::vector<double>();
   o.assign(static_cast<size_t>(c.B * c.T * c.HV * c.V), 0.0);
-  ht.assign(static_cast<size_t>(c.N() * c.HV * c.K * c.V), 0.0);
+  ht.assign(c.final_state ? static_cast<size_t>(c.N() * c.HV * c.K * c.V) : 0, 0.0);
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.K));
   for (int64_t n = 0; n < c.N(); ++n)
     for (int64_t hv = 0; hv < c.HV; ++hv) {
@@ -127,7 +132,7 @@ inline void gdn_oracle(const GdnCase& c, const GdnData& d, std::vector<double>& 
       int64_t b = n, t0 = 0, len = c.T;
       if (!c.seqlens.empty()) {
         b = 0;
-        for (int64_t i = 0; i < n; ++i) t0 += c.seqlens[i];
+        t0 = std::accumulate(c.seqlens.begin(), c.seqlens.begin() + n, int64_t(0));
         len = c.seqlens[n];
       }
       std::vector<double> S(static_cast<size_t>(c.K * c.V), 0.0);  // [K, V]
@@ -172,8 +177,9 @@ inline void gdn_oracle(const GdnCase& c, const GdnData& d, std::vector<double>& 
           o[rv + e] = s;
         }
       }
-      for (int64_t a = 0; a < c.K; ++a)
-        for (int64_t e = 0; e < c.V; ++e) ht[state_index(c, n, hv, a, e)] = S[a * c.V + e];
+      if (c.final_state)
+        for (int64_t a = 0; a < c.K; ++a)
+          for (int64_t e = 0; e < c.V; ++e) ht[state_index(c, n, hv, a, e)] = S[a * c.V + e];
     }
 }
 

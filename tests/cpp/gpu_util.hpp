@@ -27,6 +27,22 @@ struct DeviceTensor {
   }
 };
 
+// Raw device scratch for an op's workspace, NaN-poisoned so that reading what the op never wrote
+// shows in its outputs.
+struct DeviceScratch {
+  void* ptr = nullptr;
+  size_t bytes = 0;
+  explicit DeviceScratch(size_t n) : bytes(n) {
+    if (n == 0) return;
+    EXPECT_EQ(cudaMalloc(&ptr, n), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr, 0xff, n), cudaSuccess);
+  }
+  DeviceScratch(const DeviceScratch&) = delete;
+  DeviceScratch& operator=(const DeviceScratch&) = delete;
+  ~DeviceScratch() { cudaFree(ptr); }
+  Workspace workspace() const { return {ptr, bytes}; }
+};
+
 inline bool have_gpu() { return cuda_available(); }
 
 }  // namespace attnkit::test

@@ -5,6 +5,7 @@
 namespace attnkit::cuda {
 
 Status gdn_forward(const GdnFwdParams& p);  // chunked, scalar gate, K = V in {64, 128}
+size_t gdn_forward_workspace_size(const GdnFwdParams& p);  // 0 where gdn_forward refuses the inputs
 Status gdn_decode(const GdnDecodeParams& p);
 
 }  // namespace attnkit::cuda

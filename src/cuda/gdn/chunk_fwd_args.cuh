@@ -1,5 +1,5 @@
-// src/cuda/gdn/chunk_fwd_args.cuh — the chunked forward kernel's arguments, and where one CTA's
-// work item (sequence, value head, block of value columns) reads and writes.
+// src/cuda/gdn/chunk_fwd_args.cuh — the chunked forward kernels' arguments, and where one CTA's
+// work reads and writes: a sequence (WorkItem), and for the WY kernel one chunk of it (ChunkSlot).
 #pragma once
 #include <cstdint>
 
@@ -33,6 +33,10 @@ struct ChunkFwdArgs {
   int64_t tokens = 0;                      // T of a dense batch
   int num_seqs = 0, H = 0, HV = 0, v_blocks = 0;
   float scale = 1.f;
+  // The WY kernel's results, in the caller's workspace, one row per token like q: w [rows, HV, DK],
+  // u [rows, HV, V] (16-bit), gamma [rows, HV] (fp32, in-chunk cumulative log-decay in log2 units).
+  RowTensor w, u, gamma;
+  int64_t wy_slots = 0;                    // grid.x of the WY kernel (ChunkSlot)
   bool l2norm = false, beta_logit = false;
   bool vec16 = false;                      // q, k, v rows start 16-byte aligned: cp.async 16 B
   bool o_pairs = false;                    // out rows start 4-byte aligned: 2 columns per store
@@ -44,11 +48,9 @@ struct WorkItem {
   int n, hv, h, vb;
   int64_t b, t0, len;
   int nchunks;
-  __device__ WorkItem(const ChunkFwdArgs& a, int item) {
-    vb = item % a.v_blocks;
-    const int rest = item / a.v_blocks;
-    hv = rest % a.HV;
-    n = rest / a.HV;
+  __device__ WorkItem(const ChunkFwdArgs& a, int item)
+      : WorkItem(a, item / a.v_blocks / a.HV, (item / a.v_blocks) % a.HV, item % a.v_blocks) {}
+  __device__ WorkItem(const ChunkFwdArgs& a, int n_, int hv_, int vb_) : n(n_), hv(hv_), vb(vb_) {
     h = static_cast<int>(qk_head_of(hv, a.HV, a.H));
     if (a.cu_seqlens) {
       b = 0;
@@ -68,6 +70,36 @@ struct WorkItem {
   }
   // Element offset of token t's row (t counted from the sequence start) in a [B, T, heads, D] tensor.
   __device__ int64_t row(const RowTensor& x, int64_t t, int head) const { return b * x.sb + (t0 + t) * x.st + head * x.sh; }
+};
+
+// The WY kernel's CTA (blockIdx.x = slot, blockIdx.y = value head) -> (sequence n, chunk j).
+// Dense: slot = n * chunks_per_sequence + j. Varlen: sequence n's chunks take the slots from
+// first(n) = floor(cu[n] / 64) + n on; first(n + 1) - first(n) >= ceil(len_n / 64), so the ranges
+// are disjoint and floor(total / 64) + N slots cover every chunk (a slot past its sequence's last
+// chunk has nothing to do). first() increases with n: the owner of a slot is found by bisection.
+struct ChunkSlot {
+  int n = 0, j = 0;
+  bool live = false;
+  __device__ ChunkSlot(const ChunkFwdArgs& a, int64_t slot) {
+    if (!a.cu_seqlens) {
+      const int64_t per_seq = (a.tokens + 63) / 64;
+      n = static_cast<int>(slot / per_seq);
+      j = static_cast<int>(slot % per_seq);
+      live = n < a.num_seqs;
+      return;
+    }
+    auto first = [&](int m) { return a.cu_seqlens[m] / 64 + m; };
+    int lo = 0, hi = a.num_seqs - 1;  // the last m with first(m) <= slot
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (first(mid) <= slot) lo = mid;
+      else hi = mid - 1;
+    }
+    n = lo;
+    const int64_t jj = slot - first(n), len = a.cu_seqlens[n + 1] - a.cu_seqlens[n];
+    live = jj * 64 < len;
+    j = static_cast<int>(jj);
+  }
 };
 
 }  // namespace attnkit::cuda::gdn

@@ -1,5 +1,5 @@
 // src/cuda/gdn/chunk_fwd_dispatch.cu — GdnFwdParams -> the chunked forward instantiation for its
-// (dtype, key head dim), after the checks only the GPU path has.
+// (dtype, key head dim), after the checks only the GPU path has; and the workspace it needs.
 #include <cuda_runtime.h>
 #include <cutlass/numeric_types.h>
 
@@ -36,9 +36,8 @@ void state_strides(const TensorView& t, StateLayout layout, int64_t& sk, int64_t
   sv = kfirst ? t.strides[3] : t.strides[2];
 }
 
-}  // namespace
-
-Status gdn_forward(const GdnFwdParams& p) {
+// What the CUDA chunked forward does not take among the inputs (the workspace is sized from them).
+Status check_supported(const GdnFwdParams& p) {
   const GdnInputs& in = p.in;
   const int64_t K = in.q.size(3), V = in.v.size(3);
   if (in.algorithm != GdnAlgorithm::kChunked)
@@ -49,11 +48,46 @@ Status gdn_forward(const GdnFwdParams& p) {
   if (K != V || (K != 64 && K != 128))
     return Unsupported("q: the CUDA chunked forward needs K = V in {64, 128}, got K = " + std::to_string(K) +
                        ", V = " + std::to_string(V));
-  for (auto [t, name] : {std::pair{&in.q, "q"}, std::pair{&in.k, "k"}, std::pair{&in.v, "v"}, std::pair{&p.out, "out"}})
+  for (auto [t, name] : {std::pair{&in.q, "q"}, std::pair{&in.k, "k"}, std::pair{&in.v, "v"}})
     if (t->strides[3] != 1) return InvalidArgument(std::string(name) + ": expected unit stride on the last dim");
-  if (p.out.dtype != in.q.dtype) return InvalidArgument("out: expected q's dtype");
   if (in.A_log.defined() && (in.A_log.dtype != DType::kFloat32 || in.dt_bias.dtype != DType::kFloat32))
     return Unsupported("A_log: the CUDA chunked forward takes float32 A_log and dt_bias");
+  return Status::Ok();
+}
+
+// The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
+// u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned.
+struct ChunkWorkspace {
+  int64_t rows = 0, HV = 0, K = 0, V = 0;
+  size_t w = 0, u = 0, gamma = 0, total = 0;
+  explicit ChunkWorkspace(const GdnFwdParams& p) {
+    if (!check_supported(p).ok()) return;
+    rows = p.in.q.size(0) * p.in.q.size(1);
+    HV = p.in.v.size(2);
+    K = p.in.q.size(3);
+    V = p.in.v.size(3);
+    const int64_t e = dtype_size(p.in.q.dtype);
+    auto take = [&](int64_t bytes) {
+      const size_t at = total;
+      total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
+      return at;
+    };
+    w = take(rows * HV * K * e);
+    u = take(rows * HV * V * e);
+    gamma = take(rows * HV * 4);
+  }
+};
+
+}  // namespace
+
+size_t gdn_forward_workspace_size(const GdnFwdParams& p) { return ChunkWorkspace(p).total; }
+
+Status gdn_forward(const GdnFwdParams& p) {
+  ATTNKIT_RETURN_IF_ERROR(check_supported(p));
+  const GdnInputs& in = p.in;
+  const int64_t K = in.q.size(3), V = in.v.size(3);
+  if (p.out.strides[3] != 1) return InvalidArgument("out: expected unit stride on the last dim");
+  if (p.out.dtype != in.q.dtype) return InvalidArgument("out: expected q's dtype");
 
   const bool varlen = in.cu_seqlens.defined();
   gdn::ChunkFwdArgs a;
@@ -95,6 +129,18 @@ Status gdn_forward(const GdnFwdParams& p) {
   a.beta_logit = in.beta_is_logit;
   a.vec16 = rows_aligned(in.q, varlen, 16) && rows_aligned(in.k, varlen, 16) && rows_aligned(in.v, varlen, 16);
   a.o_pairs = rows_aligned(p.out, varlen, 4);
+
+  const ChunkWorkspace ws(p);
+  if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
+    return InvalidArgument("workspace: the CUDA chunked forward needs a 256-byte aligned device pointer");
+  char* base = static_cast<char*>(p.workspace.data);
+  const int64_t T = in.q.size(1);
+  a.w = {base + ws.w, T * ws.HV * K, ws.HV * K, K};
+  a.u = {base + ws.u, T * ws.HV * V, ws.HV * V, V};
+  a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
+  a.wy_slots = varlen ? T / 64 + seqs : seqs * ((T + 63) / 64);
+  if (a.wy_slots > INT32_MAX || ws.HV > 65535)
+    return Unsupported("q: more than 2^31 - 1 chunks or 65535 value heads per call");
 
   auto stream = static_cast<cudaStream_t>(p.stream);
   const bool bf16 = in.q.dtype == DType::kBFloat16;

@@ -1,14 +1,19 @@
-// src/cuda/gdn/chunk_fwd_kernel.cuh — gated delta rule chunked forward on Hopper: the kernel and
-// its launch for one (element type, key head dim).
+// src/cuda/gdn/chunk_fwd_kernel.cuh — gated delta rule chunked forward on Hopper: the two kernels
+// and their launch for one (element type, key head dim).
 //
-// CTA = (sequence, value head, 64 value columns); the state's columns evolve independently given
-// the chunk's w and K, so the value blocks of one head need no communication (each recomputes the
-// chunk's WY part, which the WY warpgroup overlaps with the state warpgroup's recurrence).
-// Warpgroup 0: chunk_fwd_wy.cuh; warpgroup 1: chunk_fwd_state.cuh; they meet at the stages'
-// "full" / "empty" named barriers.
+// 1. WY kernel, grid (chunk slots, value heads), one warpgroup per CTA (chunk_fwd_wy.cuh): the
+//    state-independent part of every chunk at once, into the workspace (w, u, gamma).
+// 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns): the state's columns
+//    evolve independently given w and K, so value blocks need no communication. Warpgroup 0
+//    streams the chunks (chunk_fwd_load.cuh), warpgroup 1 carries the state (chunk_fwd_state.cuh);
+//    they meet at the stages' "full" / "empty" named barriers.
+// Splitting them keeps the serial per-chunk path down to the state's own work: the WY part's
+// latency (the 64 x 64 inverse above all) is paid by many CTAs side by side instead of once per
+// chunk in sequence.
 #pragma once
 #include <cuda_runtime.h>
 
+#include "src/cuda/gdn/chunk_fwd_load.cuh"
 #include "src/cuda/gdn/chunk_fwd_state.cuh"
 #include "src/cuda/gdn/chunk_fwd_wy.cuh"
 #include "src/cuda/smem_optin.cuh"
@@ -16,10 +21,18 @@
 namespace attnkit::cuda::gdn {
 
 template <class T>
+__global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_kernel(CUTE_GRID_CONSTANT const ChunkFwdArgs a) {
+  const ChunkSlot slot(a, blockIdx.x);
+  if (!slot.live) return;
+  const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);
+  WyChunk<T>{a, it, slot.j, static_cast<int>(threadIdx.x)}.run();
+}
+
+template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdArgs a) {
   const WorkItem it(a, blockIdx.x);
   if (threadIdx.x < 128) {
-    if (it.nchunks > 0) WyWarpgroup<T>{a, it, static_cast<int>(threadIdx.x)}.run();
+    if (it.nchunks > 0) LoadWarpgroup<T>{a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
     StateWarpgroup<T>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
   }
@@ -30,7 +43,14 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
   using T = ChunkFwdTraits<Element, kDK>;
   const int64_t items = int64_t(a.num_seqs) * a.HV * a.v_blocks;
   if (items == 0) return cudaSuccess;
-  if (items > INT32_MAX) return cudaErrorInvalidValue;
+  if (items > INT32_MAX || a.wy_slots > INT32_MAX || a.HV > 65535) return cudaErrorInvalidValue;
+  if (a.wy_slots > 0) {
+    cudaError_t ok = ensure_dynamic_smem<gdn_chunk_wy_kernel<T>>(T::kWySmemBytes);
+    if (ok != cudaSuccess) return ok;
+    const dim3 grid(static_cast<unsigned>(a.wy_slots), static_cast<unsigned>(a.HV));
+    gdn_chunk_wy_kernel<T><<<grid, T::kWyThreads, T::kWySmemBytes, stream>>>(a);
+    if ((ok = cudaGetLastError()) != cudaSuccess) return ok;
+  }
   const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_fwd_kernel<T>>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;
   gdn_chunk_fwd_kernel<T><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(a);

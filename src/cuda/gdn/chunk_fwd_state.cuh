@@ -2,7 +2,7 @@
 // H [DK, BV] in fp32 registers (the accumulator of H += K^T Dv) through the sequence's chunks,
 // writes each chunk's output rows and, at the end, the final state.
 //
-// Per chunk (stage published by the WY warpgroup):
+// Per chunk (stage published by the loader warpgroup, w and u computed by the WY kernel):
 //   V' = w H, O = Q H          (SS, H's 16-bit copy in shared memory, read MN-major)
 //   S = Q K^T                  (SS; independent of the state, issued with the two above)
 //   v_new = u - V'; O *= scale exp(gamma); H *= exp(gamma_last); Aqk = scale tril(S) Gamma
@@ -36,7 +36,7 @@ struct StateWarpgroup {
   }
 
   CUTE_DEVICE void run() {
-    auto& sm = chunk_smem<T>();
+    auto& sm = chunk_smem<typename T::SharedStorage>();
     typename T::MmaWH mma_wh;
     typename T::MmaS mma_s;
     typename T::MmaU mma_av;
@@ -92,10 +92,11 @@ struct StateWarpgroup {
       const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
       const float dv_scale[2] = {ex2(g_last - gamma_r[0]), ex2(g_last - gamma_r[1])};
       auto half = [&](int i) { return (get<0>(cO(i)) - r0) / 8; };
-      const auto* u = reinterpret_cast<const uint32_t*>(st.v.data()) + tid * (size(tWH) / 2);
+      Tensor tUs = thr_wh.partition_C(make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBV{}));  // [C, BV]
       CUTE_UNROLL
       for (int i = 0; i < size(tWH); i += 2) {  // v_new = u - w H, in place of w H
-        const auto u2 = reinterpret_cast<const cutlass::Array<Element, 2>&>(u[i / 2]);
+        const uint32_t raw = ld_shared_b32(&tUs(i));  // columns i, i + 1: adjacent in the tile
+        const auto u2 = reinterpret_cast<const cutlass::Array<Element, 2>&>(raw);
         tWH(i) = float(u2[0]) - tWH(i);
         tWH(i + 1) = float(u2[1]) - tWH(i + 1);
       }

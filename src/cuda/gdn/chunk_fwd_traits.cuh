@@ -1,17 +1,19 @@
 // src/cuda/gdn/chunk_fwd_traits.cuh — compile-time shape of the chunked forward for one (element
 // type, key head dim DK): chunk and value-block sizes, swizzled shared-memory layouts, WGMMA types.
 //
-// One CTA owns (sequence, value head, 64 value columns) and walks its chunks of C = 64 tokens.
-// Warpgroup 0 ("WY") loads chunk j+2 and computes chunk j+1's state-independent part; warpgroup 1
-// ("state") carries the fp32 state H [DK, BV] through chunk j (spec/gdn.md, chunked forward):
-//   WY:    S_kk = K K^T                                    [C, C]     SS
-//          T0 = (I + strict(diag(beta) S_kk))^-1           [C, C]     fp32, chunk_fwd_solve.cuh
-//          w = (T0 diag(beta) * exp(gamma_r)) K            [C, DK]    RS (K read MN-major)
-//          u = (T0 diag(beta) * Gamma) V                   [C, BV]    RS
-//   state: v_new = u - w H ;  O = scale exp(gamma) Q H     [C, BV]    SS (H read MN-major)
-//          S_qk = Q K^T -> Aqk = scale * tril(S_qk) * Gamma  [C, C]   SS, kept in registers
-//          O += Aqk v_new                                  [C, BV]    RS
-//          H = exp(gamma_last) H + K^T (exp(gamma_last - gamma) v_new)   [DK, BV]   SS, K^T MN-major
+// Two kernels (spec/gdn.md, chunked forward; C = 64 tokens a chunk):
+// The WY kernel, one CTA per (chunk, value head), all chunks at once (chunk_fwd_wy.cuh):
+//   S_kk = K K^T                                    [C, C]     SS
+//   T0 = (I + strict(diag(beta) S_kk))^-1           [C, C]     fp32, chunk_fwd_solve.cuh
+//   w = (T0 diag(beta) * exp(gamma_r)) K            [C, DK]    RS (K read MN-major)
+//   u = (T0 diag(beta) * Gamma) V                   [C, DK]    RS (V = DK)
+// The recurrence kernel, one CTA per (sequence, value head, 64 value columns): warpgroup 0 loads
+// chunk j+2 (chunk_fwd_load.cuh), warpgroup 1 carries the fp32 state H [DK, BV] through chunk j
+// (chunk_fwd_state.cuh):
+//   v_new = u - w H ;  O = scale exp(gamma) Q H     [C, BV]    SS (H read MN-major)
+//   S_qk = Q K^T -> Aqk = scale * tril(S_qk) * Gamma  [C, C]   SS, kept in registers
+//   O += Aqk v_new                                  [C, BV]    RS
+//   H = exp(gamma_last) H + K^T (exp(gamma_last - gamma) v_new)   [DK, BV]   SS, K^T MN-major
 // Several layouts below view the same bytes: a [rows, cols] tile with cols contiguous is K-major
 // as [rows, cols] and MN-major as [cols, rows] (tile_to_shape with Step<_2, _1>); the host test
 // GdnChunkLayouts checks the pairs agree element by element.
@@ -41,8 +43,10 @@ struct ChunkFwdTraits {
   static constexpr int kDK = kDK_;   // key head dim: rows of the state
   static constexpr int kBV = 64;     // value columns per CTA
   static constexpr int kC = 64;      // chunk length
-  static constexpr int kStages = 3;  // chunk j in the state warpgroup, j+1 in WY, j+2 loading
+  static constexpr int kStages = 3;  // recurrence kernel: chunk j in use, j+1 and j+2 loading
   static constexpr int kThreads = 256;
+  static constexpr int kWyThreads = 128;
+  static constexpr int kWyCtasPerSm = 3;
 
   using LayoutRowsDK = RowMajor<Element, kC, kDK>;    // Q, K, w   [C, DK]
   using LayoutRowsDKt = RowMajorT<Element, kC, kDK>;  // K^T       [DK, C]
@@ -64,33 +68,38 @@ struct ChunkFwdTraits {
   using MmaH = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN>()));
 
-  // One chunk's buffers. `w` holds the fp32 [C, C] matrix being inverted until w overwrites it;
-  // `v` holds V until u (fragment order, as the state warpgroup's accumulators) overwrites it.
+  // The recurrence kernel's buffers for one chunk: rows of Q, K, w and u (this CTA's columns).
   struct Stage {
-    cute::array_aligned<Element, kC * kDK, 1024> q, k;
-    cute::array_aligned<Element, (kC * kDK > 2 * kC * kC ? kC * kDK : 2 * kC * kC), 1024> w;
-    cute::array_aligned<Element, kC * kBV, 1024> v;
-    cute::array_aligned<float, 4 * 16 * 16, 128> scratch;  // the inversion's 16 x 16 blocks
+    cute::array_aligned<Element, kC * kDK, 1024> q, k, w;
+    cute::array_aligned<Element, kC * kBV, 1024> u;
   };
   struct SharedStorage {
     Stage stage[kStages];
     cute::array_aligned<Element, kDK * kBV, 1024> h;  // bf16/fp16 copy of the state for the GEMMs
     cute::array_aligned<Element, kC * kBV, 1024> vnew, dv;
     float gamma[kStages][kC];  // in-chunk cumulative log-decay, in log2 units (exp(x) = ex2(x log2 e))
-    float beta[kStages][kC];
+  };
+  // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
+  struct WyStorage {
+    cute::array_aligned<Element, kC * kDK, 1024> k, v;
+    cute::array_aligned<float, kC * kC, 128> t;
+    cute::array_aligned<float, 4 * 16 * 16, 128> scratch;  // the inversion's 16 x 16 blocks
+    float gamma[kC], beta[kC];
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
+  static constexpr int kWySmemBytes = sizeof(WyStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
+  static_assert(kWyCtasPerSm * (kWySmemBytes + 1024) <= 228 * 1024, "WY CTAs per SM");
   static_assert(kC == 64, "WorkItem (chunk_fwd_args.cuh) counts chunks of 64 tokens");
 };
 
-// The kernel's dynamic shared memory. Every access goes through this symbol (never through a
-// pointer kept in a struct), so the compiler keeps shared-memory instructions (LDS/STS), not
-// generic ones.
+// The kernels' dynamic shared memory (T::SharedStorage or T::WyStorage). Every access goes
+// through this symbol (never through a pointer kept in a struct), so the compiler keeps
+// shared-memory instructions (LDS/STS), not generic ones.
 extern __shared__ __align__(1024) char gdn_chunk_smem[];
-template <class T>
-CUTE_DEVICE typename T::SharedStorage& chunk_smem() {
-  return *reinterpret_cast<typename T::SharedStorage*>(gdn_chunk_smem);
+template <class Storage>
+CUTE_DEVICE Storage& chunk_smem() {
+  return *reinterpret_cast<Storage*>(gdn_chunk_smem);
 }
 
 CUTE_DEVICE float ex2(float x) {  // 2^x; x <= 0 everywhere it is used
@@ -120,6 +129,11 @@ CUTE_DEVICE void st_shared(const void* p, uint4 v) {
                "r"(v.w)
                : "memory");
 }
+CUTE_DEVICE uint32_t ld_shared_b32(const void* p) {
+  uint32_t v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(cute::cast_smem_ptr_to_uint(p)) : "memory");
+  return v;
+}
 CUTE_DEVICE uint4 ld_shared_v4(const void* p) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -136,10 +150,10 @@ CUTE_DEVICE void store_pairs(const Acc& acc, Dst&& dst, F&& f) {
   for (int i = 0; i < size(acc); i += 2) st_shared(&dst(i), pack2<Element>(f(i, acc(i)), f(i + 1, acc(i + 1))));
 }
 
-// Named barriers (0 is __syncthreads): each warpgroup's own, then per stage "full" (WY -> state)
-// and "empty" (state -> WY), 256 threads each.
+// The recurrence kernel's named barriers (0 is __syncthreads): each warpgroup's own, then per
+// stage "full" (loader -> state) and "empty" (state -> loader), 256 threads each.
 struct ChunkBarriers {
-  static constexpr int kWy = 1, kState = 2, kFull = 3, kEmpty = 6;
+  static constexpr int kLoad = 1, kState = 2, kFull = 3, kEmpty = 6;
   static __device__ void sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
   static __device__ void arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 };

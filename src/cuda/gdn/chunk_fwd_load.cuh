@@ -1,0 +1,75 @@
+// src/cuda/gdn/chunk_fwd_load.cuh — warpgroup 0 of the recurrence kernel: streams each chunk's
+// rows of Q, K (the head's), w, u (this CTA's value columns) and gamma into the chunk's stage,
+// applies the in-op l2norm to Q and K there, and hands the stage to the state warpgroup.
+//
+// Chunk j's copies are issued two chunks ahead (cp.async, zero-filled past the sequence end), so
+// they land while chunks j-1 and j-2 compute. Rows past the end read gamma_last (the last valid
+// row's), so the state warpgroup can take gamma[C - 1] as the chunk's total decay.
+#pragma once
+#include <cutlass/arch/barrier.h>
+
+#include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_rows.cuh"
+#include "src/cuda/gdn/chunk_fwd_traits.cuh"
+
+namespace attnkit::cuda::gdn {
+
+template <class T>
+struct LoadWarpgroup {
+  using Element = typename T::Element;
+  static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
+  const ChunkFwdArgs& a;
+  const WorkItem& it;
+  int tid;  // 0..127
+
+  static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kLoad, 128); }
+
+  CUTE_DEVICE void load_chunk(int j) {
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    const int s = j % T::kStages;
+    auto& st = sm.stage[s];
+    Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});  // [C, DK]
+    Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});  // [C, DK]
+    Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});  // [C, DK]
+    Tensor sU = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBV{});  // [C, BV]
+    const int valid = it.valid_rows(j);
+    const int64_t t0 = int64_t(j) * kC;
+    copy_chunk_rows<kDK>(sQ, static_cast<const Element*>(a.q.ptr), a.q, it, t0, it.h, valid, a.vec16, tid);
+    copy_chunk_rows<kDK>(sK, static_cast<const Element*>(a.k.ptr), a.k, it, t0, it.h, valid, a.vec16, tid);
+    copy_chunk_rows<kDK>(sW, static_cast<const Element*>(a.w.ptr), a.w, it, t0, it.hv, valid, true, tid);
+    copy_chunk_rows<kBV>(sU, static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, t0, it.hv, valid, true, tid);
+    if (tid < kC) {
+      const int r = min(tid, valid - 1);
+      copy4_async(&sm.gamma[s][tid], static_cast<const float*>(a.gamma.ptr) + it.row(a.gamma, t0 + r, it.hv));
+    }
+  }
+
+  CUTE_DEVICE void run() {
+    const int n = it.nchunks;
+    load_chunk(0);  // n >= 1 here
+    cp_async_commit();
+    if (n > 1) load_chunk(1);
+    cp_async_commit();
+    for (int j = 0; j < n; ++j) {
+      const int s = j % T::kStages;
+      cp_async_wait<1>();  // this thread's copies of chunk j landed (j + 1 may be in flight)
+      if (a.l2norm) {
+        sync();  // everyone's copies: a thread normalises rows that others copied
+        auto& st = chunk_smem<typename T::SharedStorage>().stage[s];
+        Tensor sRows = make_tensor(make_smem_ptr(tid < kC ? st.q.data() : st.k.data()), typename T::LayoutRowsDK{});
+        l2norm_row<kDK>(sRows, tid % kC);
+      }
+      cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
+      ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
+
+      // Chunk j + 2 goes where chunk j - 1 was, once the state warpgroup is done with it.
+      if (j + 2 < n) {
+        if (j + 2 >= T::kStages) ChunkBarriers::sync(ChunkBarriers::kEmpty + (j + 2) % T::kStages, 256);
+        load_chunk(j + 2);
+      }
+      cp_async_commit();
+    }
+  }
+};
+
+}  // namespace attnkit::cuda::gdn
