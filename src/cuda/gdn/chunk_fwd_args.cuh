@@ -39,7 +39,7 @@ struct ChunkFwdArgs {
   int64_t wy_slots = 0;                    // grid.x of the WY kernel (ChunkSlot)
   bool l2norm = false, beta_logit = false;
   bool vec16 = false;                      // q, k, v rows start 16-byte aligned: cp.async 16 B
-  bool o_pairs = false;                    // out rows start 4-byte aligned: 2 columns per store
+  bool o_vec16 = false;                    // out rows start 16-byte aligned: 8 columns per store
 };
 
 // CTA `item` -> (sequence n, value head hv, value block vb), vb fastest so that the CTAs sharing

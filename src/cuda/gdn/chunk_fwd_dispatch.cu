@@ -21,7 +21,7 @@ gdn::RowTensor row_tensor(const TensorView& t, bool varlen) {
   return {t.data, varlen ? 0 : t.strides[0], t.strides[1], t.strides[2]};
 }
 
-// Every row start of t aligned to `bytes` (cp.async moves 16 bytes; output pairs store 4).
+// Every row start of t aligned to `bytes` (cp.async and the output stores move 16 bytes).
 bool rows_aligned(const TensorView& t, bool varlen, int64_t bytes) {
   const int64_t e = dtype_size(t.dtype);
   bool ok = reinterpret_cast<uintptr_t>(t.data) % bytes == 0;
@@ -128,7 +128,7 @@ Status gdn_forward(const GdnFwdParams& p) {
   a.l2norm = in.use_qk_l2norm;
   a.beta_logit = in.beta_is_logit;
   a.vec16 = rows_aligned(in.q, varlen, 16) && rows_aligned(in.k, varlen, 16) && rows_aligned(in.v, varlen, 16);
-  a.o_pairs = rows_aligned(p.out, varlen, 4);
+  a.o_vec16 = rows_aligned(p.out, varlen, 16);
 
   const ChunkWorkspace ws(p);
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)

@@ -50,27 +50,67 @@ CUTE_DEVICE void copy_chunk_rows(Dst&& dst, const Element* base, const RowTensor
   }
 }
 
-// Row `row` of the swizzled tile s [*, kCols] <- row / sqrt(sum row^2 + eps), in place, by one
-// thread. Both kernels normalise K this same way, so they see bit-identical rows.
-template <int kCols, class Tile>
-CUTE_DEVICE void l2norm_row(Tile&& s, int row) {
+// The swizzled tile src [64, kCols] -> rows t0 .. t0 + valid - 1 of one head of x (columns from
+// base), the mirror of copy_chunk_rows: 16-byte pieces read from shared memory, written with one
+// 16-byte store each (vec16: x's rows are 16-byte aligned) or element by element.
+template <int kCols, class Element, class Src>
+CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor& x, const WorkItem& it, int64_t t0,
+                                  int head, int valid, bool vec16, int tid) {
+  // The same (row, piece) addresses as an earlier copy_chunk_rows into this tile: computed afresh
+  // here rather than kept in registers from there through everything between (or spilled).
+  asm volatile("" : "+r"(tid));
+  constexpr int kUnits = kCols / 8, kStep = 128 / kUnits;
+  const int c = (tid % kUnits) * 8, r = tid / kUnits;
+  const int64_t step = int64_t(kStep) * x.st;
+  Element* dst = base + it.row(x, t0, head) + c + int64_t(r) * x.st;
+#pragma unroll
+  for (int i = 0; i < 64 / kStep; ++i, dst += step) {
+    if (r + i * kStep >= valid) break;
+    const uint4 piece = ld_shared_v4(&src(r + i * kStep, c));
+    if (vec16) {
+      *reinterpret_cast<uint4*>(dst) = piece;
+    } else {
+      const auto& e = reinterpret_cast<const cutlass::Array<Element, 8>&>(piece);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) dst[k] = e[k];
+    }
+  }
+}
+
+// Row `row` of the swizzled tile s [*, kCols] <- row / sqrt(sum row^2 + eps), in place, by
+// kThreadsPerRow (1 or 2, adjacent lanes) threads. The sum is always taken as (first half) +
+// (second half), each half over 4 independent partial sums (no long serial FMA chain), so both
+// kernels see bit-identical rows whichever split they use.
+template <int kCols, int kThreadsPerRow, class Tile>
+CUTE_DEVICE void l2norm_row(Tile&& s, int row, int part) {
   using Element = typename std::decay_t<decltype(s(0, 0))>;
   using Piece = cutlass::Array<Element, 8>;  // 16 bytes, contiguous in the swizzled tile
-  Piece x[kCols / 8];
-  float ss[4] = {0.f, 0.f, 0.f, 0.f};  // independent partial sums: no serial FMA chain
+  constexpr int kHalf = kCols / 16;          // pieces per half row
+  constexpr int kMine = 2 / kThreadsPerRow;  // halves this thread owns
+  Piece x[kMine * kHalf];
+  float half_sum[kMine];
 #pragma unroll
-  for (int c = 0; c < kCols / 8; ++c) {
-    const uint4 raw = ld_shared_v4(&s(row, 8 * c));
-    x[c] = reinterpret_cast<const Piece&>(raw);
+  for (int h = 0; h < kMine; ++h) {
+    float ss[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int e = 0; e < 8; ++e) ss[e % 4] = fmaf(float(x[c][e]), float(x[c][e]), ss[e % 4]);
+    for (int c = 0; c < kHalf; ++c) {
+      Piece& p = x[h * kHalf + c];
+      const uint4 raw = ld_shared_v4(&s(row, 8 * ((part * kMine + h) * kHalf + c)));
+      p = reinterpret_cast<const Piece&>(raw);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss[e % 4] = fmaf(float(p[e]), float(p[e]), ss[e % 4]);
+    }
+    half_sum[h] = (ss[0] + ss[1]) + (ss[2] + ss[3]);
   }
-  const float inv = rsqrtf((ss[0] + ss[1]) + (ss[2] + ss[3]) + static_cast<float>(kL2NormEps));
+  float total;
+  if constexpr (kMine == 2) total = half_sum[0] + half_sum[1];
+  else total = half_sum[0] + __shfl_xor_sync(0xffffffff, half_sum[0], 1);  // a + b == b + a exactly
+  const float inv = rsqrtf(total + static_cast<float>(kL2NormEps));
 #pragma unroll
-  for (int c = 0; c < kCols / 8; ++c) {
+  for (int c = 0; c < kMine * kHalf; ++c) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) x[c][e] = Element(float(x[c][e]) * inv);
-    st_shared(&s(row, 8 * c), reinterpret_cast<const uint4&>(x[c]));
+    st_shared(&s(row, 8 * (part * kMine * kHalf + c)), reinterpret_cast<const uint4&>(x[c]));
   }
 }
 

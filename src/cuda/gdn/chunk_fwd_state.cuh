@@ -1,13 +1,14 @@
-// src/cuda/gdn/chunk_fwd_state.cuh — warpgroup 1 of the chunked forward: carries the state
+// src/cuda/gdn/chunk_fwd_state.cuh — warpgroup 1 of the recurrence kernel: carries the state
 // H [DK, BV] in fp32 registers (the accumulator of H += K^T Dv) through the sequence's chunks,
-// writes each chunk's output rows and, at the end, the final state.
+// leaves each chunk's output rows in shared memory for the loader and, at the end, writes the
+// final state.
 //
-// Per chunk (stage published by the loader warpgroup, w and u computed by the WY kernel):
-//   V' = w H, O = Q H          (SS, H's 16-bit copy in shared memory, read MN-major)
-//   S = Q K^T                  (SS; independent of the state, issued with the two above)
-//   v_new = u - V'; O *= scale exp(gamma); H *= exp(gamma_last); Aqk = scale tril(S) Gamma
-//   O += Aqk v_new (RS);  H += K^T (exp(gamma_last - gamma) v_new) (SS)
-//   store O rows, H's 16-bit copy for the next chunk.
+// Per chunk (stage published by the loader warpgroup, w and u computed by the WY kernel), in
+// issue order — the state's own path first, the output's work overlapping its GEMMs:
+//   V' = w H; O = Q H              (SS, H's 16-bit copy read MN-major)
+//   v_new = u - V'; H *= exp(gamma_last); H += K^T (exp(gamma_last - gamma) v_new)   (SS)
+//   S = Q K^T (SS); H's 16-bit copy for the next chunk while S runs
+//   O *= scale exp(gamma); Aqk = scale tril(S) Gamma; O += Aqk v_new (RS); O into u's buffer.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -70,29 +71,32 @@ struct StateWarpgroup {
     Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kC>>{}));
     Tensor rA = make_tensor<Element>(attn::acc_as_operand_a_layout(tS.layout()));  // Aqk as an A operand
     const int r0 = get<0>(cO(0));  // this thread's output rows: r0 and r0 + 8
-    auto* out = static_cast<Element*>(a.o.ptr) + v0;
+    auto half = [&](int i) { return (get<0>(cO(i)) - r0) / 8; };
+    auto identity = [](int, float x) { return x; };
     for (int j = 0; j < it.nchunks; ++j) {
       const int s = j % T::kStages;
       auto& st = sm.stage[s];
       const float* gamma = sm.gamma[s];
+      Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});    // [C, DK]
+      Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});    // [C, DK]
+      Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{});  // [DK, C]
+      Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});    // [C, DK]
+      Tensor sU = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBV{});    // [C, BV]: u, then O
       ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
+      // WGMMA groups complete in issue order: w H (the state's path) first, then Q H.
       {
-        Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});  // [C, DK]
-        Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});  // [C, DK]
         Tensor tA_W = thr_wh.partition_fragment_A(sW);
         Tensor tA_Q = thr_wh.partition_fragment_A(sQ);
         Tensor tB_H = thr_wh.partition_fragment_B(sHt);
         attn::gemm_zero<false>(mma_wh, tA_W, tB_H, tWH);
         attn::gemm_zero<false>(mma_wh, tA_Q, tB_H, tO);
       }
-      warpgroup_wait<0>();
       // gamma is in log2 units: exp(x) = ex2(x log2 e).
       const float g_last = gamma[kC - 1];
       const float gamma_r[2] = {gamma[r0], gamma[r0 + 8]};
-      const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
       const float dv_scale[2] = {ex2(g_last - gamma_r[0]), ex2(g_last - gamma_r[1])};
-      auto half = [&](int i) { return (get<0>(cO(i)) - r0) / 8; };
-      Tensor tUs = thr_wh.partition_C(make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBV{}));  // [C, BV]
+      Tensor tUs = thr_wh.partition_C(sU);
+      warpgroup_wait<1>();  // w H
       CUTE_UNROLL
       for (int i = 0; i < size(tWH); i += 2) {  // v_new = u - w H, in place of w H
         const uint32_t raw = ld_shared_b32(&tUs(i));  // columns i, i + 1: adjacent in the tile
@@ -100,20 +104,26 @@ struct StateWarpgroup {
         tWH(i) = float(u2[0]) - tWH(i);
         tWH(i + 1) = float(u2[1]) - tWH(i + 1);
       }
-      store_pairs<Element>(tWH, thr_wh.partition_C(sVn), [](int, float x) { return x; });
+      store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);
       store_pairs<Element>(tWH, thr_wh.partition_C(sDv), [&](int i, float x) { return x * dv_scale[half(i)]; });
-      CUTE_UNROLL
-      for (int i = 0; i < size(tO); ++i) tO(i) *= o_scale[half(i)];
-      {  // S = Q K^T, issued once w H is consumed (fewer live accumulators)
-        Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});  // [C, DK]
-        Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});  // [C, DK]
-        Tensor tS_Q = thr_s.partition_fragment_A(sQ);
-        Tensor tS_K = thr_s.partition_fragment_B(sK);
-        attn::gemm_zero<false>(mma_s, tS_Q, tS_K, tS);
-      }
       const float decay = ex2(g_last);
       CUTE_UNROLL
       for (int i = 0; i < size(tH); ++i) tH(i) *= decay;
+      cutlass::arch::fence_view_async_shared();
+      sync();  // v_new and D v_new complete
+      {  // H += K^T (D v_new), then S = Q K^T
+        Tensor tA_Kt = thr_h.partition_fragment_A(sKt);
+        Tensor tB_Dv = thr_h.partition_fragment_B(sDvt);
+        Tensor tS_Q = thr_s.partition_fragment_A(sQ);
+        Tensor tS_K = thr_s.partition_fragment_B(sK);
+        attn::gemm_ss(mma_h, tA_Kt, tB_Dv, tH);
+        attn::gemm_zero<false>(mma_s, tS_Q, tS_K, tS);
+      }
+      warpgroup_wait<1>();  // Q H and the new H: publish H for the next chunk while S runs
+      publish_state(tH, thr_h.partition_C(sH));
+      const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
+      CUTE_UNROLL
+      for (int i = 0; i < size(tO); ++i) tO(i) *= o_scale[half(i)];
       warpgroup_wait<0>();
       CUTE_UNROLL
       for (int i = 0; i < size(tS); ++i) {  // Aqk = scale tril(Q K^T) * Gamma (diagonal included)
@@ -121,35 +131,13 @@ struct StateWarpgroup {
         tS(i) = c <= r ? a.scale * tS(i) * ex2(gamma_r[(r - r0) / 8] - gamma[c]) : 0.f;
       }
       attn::convert_into(make_tensor(tS.data(), rA.layout()), rA);
-      cutlass::arch::fence_view_async_shared();
-      sync();
       {
-        Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{}); // [DK, C]
         Tensor tB_Vn = thr_av.partition_fragment_B(sVnt);
-        Tensor tA_Kt = thr_h.partition_fragment_A(sKt);
-        Tensor tB_Dv = thr_h.partition_fragment_B(sDvt);
         attn::gemm_rs(mma_av, rA, tB_Vn, tO);
-        attn::gemm_ss(mma_h, tA_Kt, tB_Dv, tH);
       }
       warpgroup_wait<0>();
-      if (j + T::kStages < it.nchunks) ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
-
-      const int64_t row0 = int64_t(j) * kC;
-      const int valid = it.valid_rows(j);
-      if (a.o_pairs) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(tO); i += 2) {
-          const int r = get<0>(cO(i)), c = get<1>(cO(i));
-          if (r < valid) *reinterpret_cast<uint32_t*>(out + it.row(a.o, row0 + r, it.hv) + c) = pack2<Element>(tO(i), tO(i + 1));
-        }
-      } else {
-        CUTE_UNROLL
-        for (int i = 0; i < size(tO); ++i) {
-          const int r = get<0>(cO(i)), c = get<1>(cO(i));
-          if (r < valid) out[it.row(a.o, row0 + r, it.hv) + c] = Element(tO(i));
-        }
-      }
-      publish_state(tH, thr_h.partition_C(sH));
+      store_pairs<Element>(tO, tUs, identity);  // u is consumed: its buffer takes O for the loader
+      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
     }
     if (a.ht) {
       CUTE_UNROLL

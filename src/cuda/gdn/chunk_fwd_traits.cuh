@@ -68,7 +68,8 @@ struct ChunkFwdTraits {
   using MmaH = decltype(make_tiled_mma(
       GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN>()));
 
-  // The recurrence kernel's buffers for one chunk: rows of Q, K, w and u (this CTA's columns).
+  // The recurrence kernel's buffers for one chunk: rows of Q, K, w and u (this CTA's columns);
+  // u's buffer then holds the chunk's output rows until the loader writes them out.
   struct Stage {
     cute::array_aligned<Element, kC * kDK, 1024> q, k, w;
     cute::array_aligned<Element, kC * kBV, 1024> u;
@@ -82,7 +83,7 @@ struct ChunkFwdTraits {
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
   struct WyStorage {
     cute::array_aligned<Element, kC * kDK, 1024> k, v;
-    cute::array_aligned<float, kC * kC, 128> t;
+    cute::array_aligned<float, kC * kC, 1024> t;  // then w [C, DK], 16-bit, on its way out
     cute::array_aligned<float, 4 * 16 * 16, 128> scratch;  // the inversion's 16 x 16 blocks
     float gamma[kC], beta[kC];
   };
@@ -90,6 +91,7 @@ struct ChunkFwdTraits {
   static constexpr int kWySmemBytes = sizeof(WyStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
   static_assert(kWyCtasPerSm * (kWySmemBytes + 1024) <= 228 * 1024, "WY CTAs per SM");
+  static_assert(kC * kC * 4 >= kC * kDK * 2, "w fits in T0's buffer");
   static_assert(kC == 64, "WorkItem (chunk_fwd_args.cuh) counts chunks of 64 tokens");
 };
 

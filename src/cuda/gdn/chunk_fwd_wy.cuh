@@ -78,18 +78,6 @@ struct WyChunk {
     }
   }
 
-  // acc [C, DK] (fp32 fragment) -> rows of x in the workspace, two columns per 4-byte store.
-  template <class Acc, class Coords>
-  CUTE_DEVICE void store_rows(const Acc& acc, const Coords& coords, const RowTensor& x) const {
-    auto* base = static_cast<Element*>(x.ptr);
-    const int valid = it.valid_rows(j);
-    CUTE_UNROLL
-    for (int i = 0; i < size(acc); i += 2) {
-      const int r = get<0>(coords(i)), c = get<1>(coords(i));
-      if (r < valid) *reinterpret_cast<uint32_t*>(base + it.row(x, t0() + r, it.hv) + c) = pack2<Element>(acc(i), acc(i + 1));
-    }
-  }
-
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::WyStorage>();
     Tensor sK = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});    // [C, DK]
@@ -107,7 +95,7 @@ struct WyChunk {
     cutlass::arch::fence_view_async_shared();
     sync();
     if (a.l2norm) {
-      if (tid < kC) l2norm_row<kDK>(sK, tid);
+      l2norm_row<kDK, 2>(sK, tid / 2, tid % 2);
       cutlass::arch::fence_view_async_shared();
       sync();
     }
@@ -146,36 +134,49 @@ struct WyChunk {
     invert_unit_lower_64(sT, sm.scratch.data(), [] { sync(); });
 
     // A operands: Tw_rc = T0_rc beta_c exp(gamma_r), Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c)
-    // (only r >= c: above the diagonal T0 is 0 and the exponent could overflow).
-    Tensor tTu = make_tensor<float>(tKK.layout());
-    CUTE_UNROLL
-    for (int i = 0; i < size(tKK); i += 2) {
-      const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = half(i);
-      const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kC + c]);
-      const float2 bc = *reinterpret_cast<const float2*>(&sm.beta[c]);
-      const float2 gc = *reinterpret_cast<const float2*>(&sm.gamma[c]);
-      const float er = exp_gamma_r[h];
-      tKK(i) = t0.x * bc.x * er;
-      tKK(i + 1) = t0.y * bc.y * er;
-      tTu(i) = c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f;
-      tTu(i + 1) = c + 1 <= r ? t0.y * bc.y * ex2(gamma_r[h] - gc.y) : 0.f;
-    }
+    // (only r >= c: above the diagonal T0 is 0 and the exponent could overflow). One after the
+    // other through tKK's registers: fewer live at once.
     Tensor rTw = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
     Tensor rTu = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
-    convert_into(make_tensor(tKK.data(), rTw.layout()), rTw);
-    convert_into(make_tensor(tTu.data(), rTu.layout()), rTu);
+    auto build_operand = [&](auto& dst, bool u) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tKK); i += 2) {
+        const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = half(i);
+        const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kC + c]);
+        const float2 bc = *reinterpret_cast<const float2*>(&sm.beta[c]);
+        if (u) {
+          const float2 gc = *reinterpret_cast<const float2*>(&sm.gamma[c]);
+          tKK(i) = c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f;
+          tKK(i + 1) = c + 1 <= r ? t0.y * bc.y * ex2(gamma_r[h] - gc.y) : 0.f;
+        } else {
+          tKK(i) = t0.x * bc.x * exp_gamma_r[h];
+          tKK(i + 1) = t0.y * bc.y * exp_gamma_r[h];
+        }
+      }
+      convert_into(make_tensor(tKK.data(), dst.layout()), dst);
+    };
+    build_operand(rTw, false);
+    build_operand(rTu, true);
 
-    // One [C, DK] accumulator at a time: w, then u.
+    // One [C, DK] accumulator at a time. w goes out through T0's buffer (free once every thread
+    // has built its operands), u through K's (free once every W GEMM is done), each tile written
+    // to the workspace in 16-byte row pieces while the next GEMM runs.
     Tensor tX = partition_fragment_C(mma_w, Shape<Int<kC>, Int<kDK>>{});  // fp32 [C, DK]
-    Tensor cX = thr_w.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kDK>>{}));
     Tensor tB_K = thr_w.partition_fragment_B(sKt);
     Tensor tB_V = thr_w.partition_fragment_B(sVt);
+    Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(sm.t.data())), typename T::LayoutRowsDK{});  // [C, DK]
+    auto identity = [](int, float x) { return x; };
     gemm_zero<true>(mma_w, rTw, tB_K, tX);
+    sync();  // every read of T0 is done
     warpgroup_wait<0>();
-    store_rows(tX, cX, a.w);
+    store_pairs<Element>(tX, thr_w.partition_C(sW), identity);
     gemm_zero<true>(mma_w, rTu, tB_V, tX);
+    sync();  // w complete in shared memory; every W GEMM done with K
+    store_chunk_rows<kDK>(sW, static_cast<Element*>(a.w.ptr), a.w, it, t0(), it.hv, valid, true, tid);
     warpgroup_wait<0>();
-    store_rows(tX, cX, a.u);
+    store_pairs<Element>(tX, thr_w.partition_C(sK), identity);
+    sync();
+    store_chunk_rows<kDK>(sK, static_cast<Element*>(a.u.ptr), a.u, it, t0(), it.hv, valid, true, tid);
   }
 };
 
