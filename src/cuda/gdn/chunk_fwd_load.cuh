@@ -25,23 +25,25 @@ struct LoadWarpgroup {
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kLoad, 128); }
 
-  CUTE_DEVICE void load_chunk(int j) {
+  using CopierDK = ChunkRowCopier<kDK, Element, typename T::LayoutRowsDK>;
+  using CopierBV = ChunkRowCopier<kBV, Element, typename T::LayoutRowsBV>;
+  struct Copiers {
+    CopierDK q, k, w;
+    CopierBV u;
+  };
+
+  CUTE_DEVICE void load_chunk(const Copiers& cp, int j) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     const int s = j % T::kStages;
     auto& st = sm.stage[s];
-    Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});  // [C, DK]
-    Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});  // [C, DK]
-    Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});  // [C, DK]
-    Tensor sU = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBV{});  // [C, BV]
     const int valid = it.valid_rows(j);
-    const int64_t t0 = int64_t(j) * kC;
-    copy_chunk_rows<kDK>(sQ, static_cast<const Element*>(a.q.ptr), a.q, it, t0, it.h, valid, a.vec16, tid);
-    copy_chunk_rows<kDK>(sK, static_cast<const Element*>(a.k.ptr), a.k, it, t0, it.h, valid, a.vec16, tid);
-    copy_chunk_rows<kDK>(sW, static_cast<const Element*>(a.w.ptr), a.w, it, t0, it.hv, valid, true, tid);
-    copy_chunk_rows<kBV>(sU, static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, t0, it.hv, valid, true, tid);
+    cp.q.copy(cute::cast_smem_ptr_to_uint(st.q.data()), j, valid, a.vec16);
+    cp.k.copy(cute::cast_smem_ptr_to_uint(st.k.data()), j, valid, a.vec16);
+    cp.w.copy(cute::cast_smem_ptr_to_uint(st.w.data()), j, valid, true);
+    cp.u.copy(cute::cast_smem_ptr_to_uint(st.u.data()), j, valid, true);
     if (tid < kC) {
       const int r = min(tid, valid - 1);
-      copy4_async(&sm.gamma[s][tid], static_cast<const float*>(a.gamma.ptr) + it.row(a.gamma, t0 + r, it.hv));
+      copy4_async(&sm.gamma[s][tid], static_cast<const float*>(a.gamma.ptr) + it.row(a.gamma, int64_t(j) * kC + r, it.hv));
     }
   }
 
@@ -52,14 +54,18 @@ struct LoadWarpgroup {
     Tensor sO = make_tensor(make_smem_ptr(chunk_smem<typename T::SharedStorage>().stage[s].u.data()),
                             typename T::LayoutRowsBV{});  // [C, BV]
     store_chunk_rows<kBV>(sO, static_cast<Element*>(a.o.ptr) + it.vb * kBV, a.o, it, int64_t(j) * kC, it.hv, it.valid_rows(j),
-                          a.o_vec16, tid);
+                          a.o_vec16);
   }
 
   CUTE_DEVICE void run() {
     const int n = it.nchunks;
-    load_chunk(0);  // n >= 1 here
+    const Copiers cp{CopierDK(static_cast<const Element*>(a.q.ptr), a.q, it, it.h, tid),
+                     CopierDK(static_cast<const Element*>(a.k.ptr), a.k, it, it.h, tid),
+                     CopierDK(static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, tid),
+                     CopierBV(static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, tid)};
+    load_chunk(cp, 0);  // n >= 1 here
     cp_async_commit();
-    if (n > 1) load_chunk(1);
+    if (n > 1) load_chunk(cp, 1);
     cp_async_commit();
     for (int j = 0; j < n; ++j) {
       const int s = j % T::kStages;
@@ -77,7 +83,7 @@ struct LoadWarpgroup {
       if (j >= 1) store_output(j - 1);
       if (j + 2 < n) {
         if (j >= 1) sync();  // every read of chunk j - 1's output is done
-        load_chunk(j + 2);
+        load_chunk(cp, j + 2);
       }
       cp_async_commit();
     }

@@ -9,18 +9,18 @@
 
 namespace attnkit::cuda::gdn {
 
-// 16 bytes from global to shared memory: cp.async (zero-filled when !valid), or element by
-// element when the rows are not 16-byte aligned.
+// 16 bytes from global memory to shared address dst: cp.async (zero-filled when !valid), or
+// element by element when the rows are not 16-byte aligned.
 template <class Element>
-CUTE_DEVICE void copy16(Element* dst, const Element* src, bool valid, bool vec16) {
+CUTE_DEVICE void copy16(uint32_t dst, const Element* src, bool valid, bool vec16) {
   if (vec16) {
-    const uint32_t d = static_cast<uint32_t>(__cvta_generic_to_shared(dst));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0) : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0) : "memory");
   } else {
     cutlass::Array<Element, 8> piece;
 #pragma unroll
     for (int e = 0; e < 8; ++e) piece[e] = valid ? src[e] : Element(0.f);
-    st_shared(dst, reinterpret_cast<const uint4&>(piece));
+    const uint4 v = reinterpret_cast<const uint4&>(piece);
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
   }
 }
 CUTE_DEVICE void copy4_async(void* dst, const void* src) {
@@ -31,33 +31,54 @@ CUTE_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "
 template <int N>
 CUTE_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
-// Rows t0 .. t0 + 63 of one head of x (columns col0 .. col0 + kCols - 1) into the swizzled tile
-// dst [64, kCols], by the 128 threads of a warpgroup: thread tid copies the 16-byte piece
-// tid % (kCols / 8) of rows tid / (kCols / 8) + i * step. Rows at or past `valid` are zero-filled
-// (and read nothing, though they still pass a valid address: the chunk's first row).
-template <int kCols, class Element, class Dst>
-CUTE_DEVICE void copy_chunk_rows(Dst&& dst, const Element* base, const RowTensor& x, const WorkItem& it, int64_t t0,
-                                 int head, int valid, bool vec16, int tid) {
-  constexpr int kUnits = kCols / 8, kStep = 128 / kUnits;
-  const int c = (tid % kUnits) * 8, r = tid / kUnits;
-  const Element* first = base + it.row(x, t0, head) + c;
-  const int64_t step = int64_t(kStep) * x.st;
-  const Element* src = first + int64_t(r) * x.st;
+// One thread's share of copying chunks of one head of x (columns from `base`) into swizzled
+// [64, kCols] tiles of layout Tile, by the 128 threads of a warpgroup: thread tid copies 16-byte
+// piece tid % (kCols / 8) of rows tid / (kCols / 8) + i * kStep. Everything but the chunk index is
+// worked out once (the tile offsets are the same in every stage), so a chunk costs a handful of
+// instructions per piece. Rows at or past `valid` are zero-filled (and read nothing, though they
+// still pass a valid address: the chunk's first row).
+template <int kCols, class Element, class Tile>
+struct ChunkRowCopier {
+  static constexpr int kUnits = kCols / 8, kStep = 128 / kUnits, kPieces = 64 / kStep;
+  const Element* first;   // this thread's piece of row 0 of chunk 0
+  int64_t row0;           // r rows
+  int64_t row_step;       // kStep rows
+  int64_t chunk_step;     // 64 rows
+  int r;                  // this thread's first row in a chunk
+  uint32_t offset[kPieces];  // byte offset in the tile of rows r + i * kStep
+
+  CUTE_DEVICE ChunkRowCopier(const Element* base, const RowTensor& x, const WorkItem& it, int head, int tid)
+      : r(tid / kUnits) {
+    const int c = (tid % kUnits) * 8;
+    first = base + it.row(x, 0, head) + c;
+    row0 = int64_t(r) * x.st;
+    row_step = int64_t(kStep) * x.st;
+    chunk_step = 64 * x.st;
 #pragma unroll
-  for (int i = 0; i < 64 / kStep; ++i, src += step) {
-    const bool ok = r + i * kStep < valid;
-    copy16(&dst(r + i * kStep, c), ok ? src : first, ok, vec16);
+    for (int i = 0; i < kPieces; ++i) offset[i] = static_cast<uint32_t>(Tile{}(r + i * kStep, c) * sizeof(Element));
   }
-}
+  // Chunk j into the tile at shared address `tile`.
+  CUTE_DEVICE void copy(uint32_t tile, int j, int valid, bool vec16) const {
+    const Element* chunk = first + j * chunk_step;  // row 0: valid in every chunk
+    const Element* src = chunk + row0;
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i, src += row_step) {
+      const bool ok = r + i * kStep < valid;
+      copy16(tile + offset[i], ok ? src : chunk, ok, vec16);
+    }
+  }
+};
 
 // The swizzled tile src [64, kCols] -> rows t0 .. t0 + valid - 1 of one head of x (columns from
-// base), the mirror of copy_chunk_rows: 16-byte pieces read from shared memory, written with one
-// 16-byte store each (vec16: x's rows are 16-byte aligned) or element by element.
+// base), the mirror of ChunkRowCopier: 16-byte pieces read from shared memory, written with one
+// 16-byte store each (vec16: x's rows are 16-byte aligned) or element by element. Called by all
+// 128 threads of a warpgroup.
 template <int kCols, class Element, class Src>
 CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor& x, const WorkItem& it, int64_t t0,
-                                  int head, int valid, bool vec16, int tid) {
-  // The same (row, piece) addresses as an earlier copy_chunk_rows into this tile: computed afresh
-  // here rather than kept in registers from there through everything between (or spilled).
+                                  int head, int valid, bool vec16) {
+  // The thread's (row, piece) addresses are those of an earlier ChunkRowCopier into this tile:
+  // worked out afresh here rather than kept in registers from there (or spilled) meanwhile.
+  int tid = threadIdx.x % 128;
   asm volatile("" : "+r"(tid));
   constexpr int kUnits = kCols / 8, kStep = 128 / kUnits;
   const int c = (tid % kUnits) * 8, r = tid / kUnits;

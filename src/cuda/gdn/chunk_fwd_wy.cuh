@@ -85,8 +85,9 @@ struct WyChunk {
     Tensor sV = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{});    // [C, V]
     Tensor sVt = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDKt{});  // [V, C]
     const int valid = it.valid_rows(j);
-    copy_chunk_rows<kDK>(sK, static_cast<const Element*>(a.k.ptr), a.k, it, t0(), it.h, valid, a.vec16, tid);
-    copy_chunk_rows<kDK>(sV, static_cast<const Element*>(a.v.ptr), a.v, it, t0(), it.hv, valid, a.vec16, tid);
+    using Copier = ChunkRowCopier<kDK, Element, typename T::LayoutRowsDK>;
+    Copier(static_cast<const Element*>(a.k.ptr), a.k, it, it.h, tid).copy(cute::cast_smem_ptr_to_uint(sm.k.data()), j, valid, a.vec16);
+    Copier(static_cast<const Element*>(a.v.ptr), a.v, it, it.hv, tid).copy(cute::cast_smem_ptr_to_uint(sm.v.data()), j, valid, a.vec16);
     cp_async_commit();
     const int warp = tid / 32;
     float g2[2], b2[2];
@@ -172,11 +173,14 @@ struct WyChunk {
     store_pairs<Element>(tX, thr_w.partition_C(sW), identity);
     gemm_zero<true>(mma_w, rTu, tB_V, tX);
     sync();  // w complete in shared memory; every W GEMM done with K
-    store_chunk_rows<kDK>(sW, static_cast<Element*>(a.w.ptr), a.w, it, t0(), it.hv, valid, true, tid);
+    int jj = j;
+    asm volatile("" : "+r"(jj));  // the row count again, not kept live (or spilled) since the loads
+    const int valid_out = it.valid_rows(jj);
+    store_chunk_rows<kDK>(sW, static_cast<Element*>(a.w.ptr), a.w, it, t0(), it.hv, valid_out, true);
     warpgroup_wait<0>();
     store_pairs<Element>(tX, thr_w.partition_C(sK), identity);
     sync();
-    store_chunk_rows<kDK>(sK, static_cast<Element*>(a.u.ptr), a.u, it, t0(), it.hv, valid, true, tid);
+    store_chunk_rows<kDK>(sK, static_cast<Element*>(a.u.ptr), a.u, it, t0(), it.hv, valid_out, true);
   }
 };
 
