@@ -2,7 +2,9 @@
 // builds from its own few translation units in under a minute (bench/gdn_chunk_probe.sh), times
 // the forward with events (median), and gives ncu a short process to profile.
 //
-//   gdn_chunk_probe B T H [reps]      (K = V = 128, bf16, l2norm, scalar gate, final state)
+//   gdn_chunk_probe B T H [reps [dump]]   (K = V = 128, bf16, l2norm, scalar gate, final state)
+// With `dump`, writes the output (bf16) and the final state (fp32) to dump.o / dump.ht, raw, to
+// compare two builds (bench/gdn_chunk_probe.sh PROBE_REF=...).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "src/cuda/gdn/api.hpp"
@@ -76,6 +79,19 @@ int main(int argc, char** argv) {
   std::sort(ms.begin(), ms.end());
   std::printf("B%lld T%lld H%lld K=V=128 bf16: %.4f ms (median of %d)\n", (long long)B, (long long)T, (long long)H,
               ms[ms.size() / 2], reps);
+  if (argc > 5) {
+    std::vector<uint16_t> out(n);
+    std::vector<float> state(B * H * D * D);
+    cudaMemcpy(out.data(), o, n * 2, cudaMemcpyDeviceToHost);
+    cudaMemcpy(state.data(), ht, state.size() * 4, cudaMemcpyDeviceToHost);
+    const std::string path = argv[5];
+    std::FILE* f = std::fopen((path + ".o").c_str(), "wb");
+    std::fwrite(out.data(), 2, out.size(), f);
+    std::fclose(f);
+    f = std::fopen((path + ".ht").c_str(), "wb");
+    std::fwrite(state.data(), 4, state.size(), f);
+    std::fclose(f);
+  }
   for (void* ptr : {q, k, v, o, gd, bd, ht, ws}) cudaFree(ptr);
   return 0;
 }

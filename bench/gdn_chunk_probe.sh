@@ -3,14 +3,14 @@
 # translation units (no CMake, no other kernels: ~1 minute on the device) and run it.
 #   bash bench/gdn_chunk_probe.sh [B T H [reps]]        PROBE_DIR (default /tmp/gdn_probe) keeps the build
 # Under ncu: PROBE_ONLY_BUILD=1 bash bench/gdn_chunk_probe.sh, then ncu ... $PROBE_DIR/gdn_chunk_probe B T H 1
+# CUTLASS_INC overrides the CuTe headers' folder (default .deps/cutlass/..., installed from .whl/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${PROBE_DIR:-/tmp/gdn_probe}
 mkdir -p "$dir"
-[ -f .deps/cutlass/cutlass_library/source/include/cute/tensor.hpp ] || \
-  python3 -m pip install -q --no-index --no-deps --target .deps/cutlass .whl/nvidia_cutlass-*.whl
-flags=(-gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -std=c++17 -O3 -I. -Iinclude
-       -I.deps/cutlass/cutlass_library/source/include)
+cutlass=${CUTLASS_INC:-.deps/cutlass/cutlass_library/source/include}
+[ -f "$cutlass/cute/tensor.hpp" ] || python3 -m pip install -q --no-index --no-deps --target .deps/cutlass .whl/nvidia_cutlass-*.whl
+flags=(-gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -std=c++17 -O3 -I. -Iinclude -I"$cutlass")
 srcs=(src/cuda/gdn/chunk_fwd_dispatch.cu src/api/checks.cpp bench/gdn_chunk_probe.cu)
 for e in bfloat16_t:bf16 half_t:fp16; do
   for hd in 64 128; do

@@ -1,13 +1,16 @@
 // tests/cpp/gdn_chunk_layout_test.cu — the chunked forward reads several shared-memory tiles both
 // as [rows, cols] K-major and as [cols, rows] MN-major operands over the same bytes
 // (chunk_fwd_traits.cuh). Host-only: checks every element maps to the same offset in both views,
-// and that 8 consecutive columns stay contiguous (the 16-byte cp.async pieces).
+// that 8 consecutive columns stay contiguous (the 16-byte cp.async pieces), and that a swizzled
+// offset is the same in every 1024-byte aligned tile (the kernels reuse them across buffers).
 #include <gtest/gtest.h>
 
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 
 namespace attnkit::test {
 namespace {
+
+using namespace cute;
 
 template <class Rows, class Cols, int kRows, int kCols>
 void expect_same_bytes() {
@@ -23,12 +26,33 @@ void expect_same_bytes() {
   EXPECT_EQ(split_pieces, 0) << kRows << " x " << kCols;
 }
 
+// The kernels work out a thread's byte offsets in one 1024-byte aligned tile and reuse them for
+// every other tile of the same layout (ChunkRowCopier, tile_offset): cute applies the swizzle to
+// address bits below 1024, so the offsets must be the same in any two such tiles.
+template <class Element, class Layout, int kRows, int kCols>
+void expect_offsets_same_in_aligned_tiles() {
+  alignas(1024) static Element tiles[3][kRows * kCols + 512];  // rows of 1024-byte multiples
+  static_assert(sizeof(tiles[0]) % 1024 == 0);
+  Tensor a = make_tensor(make_smem_ptr(tiles[0]), Layout{});
+  Tensor b = make_tensor(make_smem_ptr(tiles[2]), Layout{});
+  int mismatches = 0;
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kCols; ++c)
+      if (reinterpret_cast<const char*>(&a(r, c)) - reinterpret_cast<const char*>(tiles[0]) !=
+          reinterpret_cast<const char*>(&b(r, c)) - reinterpret_cast<const char*>(tiles[2]))
+        ++mismatches;
+  EXPECT_EQ(mismatches, 0) << kRows << " x " << kCols;
+}
+
 template <class Element, int kDK>
 void check_traits() {
   using T = cuda::gdn::ChunkFwdTraits<Element, kDK>;
   expect_same_bytes<typename T::LayoutRowsDK, typename T::LayoutRowsDKt, T::kC, kDK>();
   expect_same_bytes<typename T::LayoutRowsBV, typename T::LayoutRowsBVt, T::kC, T::kBV>();
   expect_same_bytes<typename T::LayoutH, typename T::LayoutHt, kDK, T::kBV>();
+  expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsDK, T::kC, kDK>();
+  expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsBV, T::kC, T::kBV>();
+  expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutH, kDK, T::kBV>();
 }
 
 TEST(GdnChunkLayouts, RowMajorAndTransposedViewsAgree) {

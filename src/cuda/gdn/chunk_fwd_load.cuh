@@ -1,7 +1,7 @@
 // src/cuda/gdn/chunk_fwd_load.cuh — warpgroup 0 of the recurrence kernel: streams each chunk's
 // rows of Q, K (the head's), w, u (this CTA's value columns) and gamma into the chunk's stage,
-// applies the in-op l2norm to Q and K there, hands the stage to the state warpgroup and, once
-// that is done with it, writes the chunk's output rows (left in u's buffer) to `o`.
+// applies the in-op l2norm to Q and K there, hands the stage to the state and output warpgroups
+// and, once both are done with it, writes the chunk's output rows (left in u's buffer) to `o`.
 //
 // Chunk j's copies are issued two chunks ahead (cp.async, zero-filled past the sequence end), so
 // they land while chunks j-1 and j-2 compute. Rows past the end read gamma_last (the last valid
@@ -25,32 +25,29 @@ struct LoadWarpgroup {
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kLoad, 128); }
 
-  using CopierDK = ChunkRowCopier<kDK, Element, typename T::LayoutRowsDK>;
-  using CopierBV = ChunkRowCopier<kBV, Element, typename T::LayoutRowsBV>;
-  struct Copiers {
-    CopierDK q, k, w;
-    CopierBV u;
-  };
+  using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK>;  // Q, K, w
+  using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV>;  // u
 
-  CUTE_DEVICE void load_chunk(const Copiers& cp, int j) {
+  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, int j) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     const int s = j % T::kStages;
     auto& st = sm.stage[s];
     const int valid = it.valid_rows(j);
-    cp.q.copy(cute::cast_smem_ptr_to_uint(st.q.data()), j, valid, a.vec16);
-    cp.k.copy(cute::cast_smem_ptr_to_uint(st.k.data()), j, valid, a.vec16);
-    cp.w.copy(cute::cast_smem_ptr_to_uint(st.w.data()), j, valid, true);
-    cp.u.copy(cute::cast_smem_ptr_to_uint(st.u.data()), j, valid, true);
+    auto at = [](const auto* p) { return cute::cast_smem_ptr_to_uint(p); };
+    dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
+    dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
+    dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, true);
+    bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
     if (tid < kC) {
       const int r = min(tid, valid - 1);
       copy4_async(&sm.gamma[s][tid], static_cast<const float*>(a.gamma.ptr) + it.row(a.gamma, int64_t(j) * kC + r, it.hv));
     }
   }
 
-  // Once the state warpgroup is done with chunk j: its output rows, from u's buffer, to o.
+  // Once the state and output warpgroups are done with chunk j: its output rows, from u's buffer, to o.
   CUTE_DEVICE void store_output(int j) {
     const int s = j % T::kStages;
-    ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
+    ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 384);
     Tensor sO = make_tensor(make_smem_ptr(chunk_smem<typename T::SharedStorage>().stage[s].u.data()),
                             typename T::LayoutRowsBV{});  // [C, BV]
     store_chunk_rows<kBV>(sO, static_cast<Element*>(a.o.ptr) + it.vb * kBV, a.o, it, int64_t(j) * kC, it.hv, it.valid_rows(j),
@@ -59,13 +56,12 @@ struct LoadWarpgroup {
 
   CUTE_DEVICE void run() {
     const int n = it.nchunks;
-    const Copiers cp{CopierDK(static_cast<const Element*>(a.q.ptr), a.q, it, it.h, tid),
-                     CopierDK(static_cast<const Element*>(a.k.ptr), a.k, it, it.h, tid),
-                     CopierDK(static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, tid),
-                     CopierBV(static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, tid)};
-    load_chunk(cp, 0);  // n >= 1 here
+    const auto& st0 = chunk_smem<typename T::SharedStorage>().stage[0];
+    const PiecesDK dk(tid, st0.q.data());
+    const PiecesBV bv(tid, st0.u.data());
+    load_chunk(dk, bv, 0);  // n >= 1 here
     cp_async_commit();
-    if (n > 1) load_chunk(cp, 1);
+    if (n > 1) load_chunk(dk, bv, 1);
     cp_async_commit();
     for (int j = 0; j < n; ++j) {
       const int s = j % T::kStages;
@@ -76,14 +72,14 @@ struct LoadWarpgroup {
         Tensor sRows = make_tensor(make_smem_ptr(tid < kC ? st.q.data() : st.k.data()), typename T::LayoutRowsDK{});
         l2norm_row<kDK, 1>(sRows, tid % kC, 0);
       }
-      cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
-      ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
+      cutlass::arch::fence_view_async_shared();  // the other warpgroups' WGMMAs read these rows
+      ChunkBarriers::arrive(ChunkBarriers::kFull + s, 384);
 
       // Chunk j + 2 goes where chunk j - 1 was, once that chunk's output is out.
       if (j >= 1) store_output(j - 1);
       if (j + 2 < n) {
         if (j >= 1) sync();  // every read of chunk j - 1's output is done
-        load_chunk(cp, j + 2);
+        load_chunk(dk, bv, j + 2);
       }
       cp_async_commit();
     }

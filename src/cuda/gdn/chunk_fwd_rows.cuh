@@ -31,38 +31,33 @@ CUTE_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "
 template <int N>
 CUTE_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
-// One thread's share of copying chunks of one head of x (columns from `base`) into swizzled
-// [64, kCols] tiles of layout Tile, by the 128 threads of a warpgroup: thread tid copies 16-byte
-// piece tid % (kCols / 8) of rows tid / (kCols / 8) + i * kStep. Everything but the chunk index is
-// worked out once (the tile offsets are the same in every stage), so a chunk costs a handful of
-// instructions per piece. Rows at or past `valid` are zero-filled (and read nothing, though they
-// still pass a valid address: the chunk's first row).
-template <int kCols, class Element, class Tile>
-struct ChunkRowCopier {
+// One thread's share of copying 64-row chunks into swizzled [64, kCols] tiles of layout Tile, by
+// the 128 threads of a warpgroup: thread tid copies the 16-byte piece tid % (kCols / 8) of rows
+// tid / (kCols / 8) + i * kStep. The tile offsets are worked out once (they are the same in every
+// 1024-byte aligned tile of the layout, so every stage and every tensor of that shape shares them).
+template <int kCols, class Tile>
+struct ChunkPieces {
   static constexpr int kUnits = kCols / 8, kStep = 128 / kUnits, kPieces = 64 / kStep;
-  const Element* first;   // this thread's piece of row 0 of chunk 0
-  int64_t row0;           // r rows
-  int64_t row_step;       // kStep rows
-  int64_t chunk_step;     // 64 rows
-  int r;                  // this thread's first row in a chunk
-  uint32_t offset[kPieces];  // byte offset in the tile of rows r + i * kStep
-
-  CUTE_DEVICE ChunkRowCopier(const Element* base, const RowTensor& x, const WorkItem& it, int head, int tid)
-      : r(tid / kUnits) {
-    const int c = (tid % kUnits) * 8;
-    first = base + it.row(x, 0, head) + c;
-    row0 = int64_t(r) * x.st;
-    row_step = int64_t(kStep) * x.st;
-    chunk_step = 64 * x.st;
+  int r, c;                  // this thread's first row and its column
+  uint32_t offset[kPieces];  // byte offset in a tile of rows r + i * kStep
+  template <class Element>
+  CUTE_DEVICE ChunkPieces(int tid, const Element* tile0) : r(tid / kUnits), c((tid % kUnits) * 8) {
+    Tensor t = make_tensor(make_smem_ptr(tile0), Tile{});
 #pragma unroll
-    for (int i = 0; i < kPieces; ++i) offset[i] = static_cast<uint32_t>(Tile{}(r + i * kStep, c) * sizeof(Element));
+    for (int i = 0; i < kPieces; ++i) offset[i] = cute::cast_smem_ptr_to_uint(&t(r + i * kStep, c)) - cute::cast_smem_ptr_to_uint(tile0);
   }
-  // Chunk j into the tile at shared address `tile`.
-  CUTE_DEVICE void copy(uint32_t tile, int j, int valid, bool vec16) const {
-    const Element* chunk = first + j * chunk_step;  // row 0: valid in every chunk
-    const Element* src = chunk + row0;
+
+  // Rows of chunk j of one head of x (columns from `base`) into the tile at shared address `tile`.
+  // Rows at or past `valid` are zero-filled (and read nothing, though they still pass a valid
+  // address: the chunk's first row). x lives in the kernel's parameters: its strides cost no
+  // registers.
+  template <class Element>
+  CUTE_DEVICE void copy(uint32_t tile, const Element* base, const RowTensor& x, const WorkItem& it, int head, int j,
+                        int valid, bool vec16) const {
+    const Element* chunk = base + it.row(x, int64_t(j) * 64, head) + c;  // row 0: valid in every chunk
+    const Element* src = chunk + int64_t(r) * x.st;
 #pragma unroll
-    for (int i = 0; i < kPieces; ++i, src += row_step) {
+    for (int i = 0; i < kPieces; ++i, src += int64_t(kStep) * x.st) {
       const bool ok = r + i * kStep < valid;
       copy16(tile + offset[i], ok ? src : chunk, ok, vec16);
     }
@@ -70,13 +65,13 @@ struct ChunkRowCopier {
 };
 
 // The swizzled tile src [64, kCols] -> rows t0 .. t0 + valid - 1 of one head of x (columns from
-// base), the mirror of ChunkRowCopier: 16-byte pieces read from shared memory, written with one
+// base), the mirror of ChunkPieces::copy: 16-byte pieces read from shared memory, written with one
 // 16-byte store each (vec16: x's rows are 16-byte aligned) or element by element. Called by all
 // 128 threads of a warpgroup.
 template <int kCols, class Element, class Src>
 CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor& x, const WorkItem& it, int64_t t0,
                                   int head, int valid, bool vec16) {
-  // The thread's (row, piece) addresses are those of an earlier ChunkRowCopier into this tile:
+  // The thread's (row, piece) addresses are those of an earlier ChunkPieces::copy into this tile:
   // worked out afresh here rather than kept in registers from there (or spilled) meanwhile.
   int tid = threadIdx.x % 128;
   asm volatile("" : "+r"(tid));
@@ -101,23 +96,25 @@ CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor
 // Row `row` of the swizzled tile s [*, kCols] <- row / sqrt(sum row^2 + eps), in place, by
 // kThreadsPerRow (1 or 2, adjacent lanes) threads. The sum is always taken as (first half) +
 // (second half), each half over 4 independent partial sums (no long serial FMA chain), so both
-// kernels see bit-identical rows whichever split they use.
+// kernels see bit-identical rows whichever split they use. The row is read twice (sum, then
+// scale) rather than held: a few registers instead of kCols / 2.
 template <int kCols, int kThreadsPerRow, class Tile>
 CUTE_DEVICE void l2norm_row(Tile&& s, int row, int part) {
   using Element = typename std::decay_t<decltype(s(0, 0))>;
   using Piece = cutlass::Array<Element, 8>;  // 16 bytes, contiguous in the swizzled tile
   constexpr int kHalf = kCols / 16;          // pieces per half row
   constexpr int kMine = 2 / kThreadsPerRow;  // halves this thread owns
-  Piece x[kMine * kHalf];
+  auto piece = [&](int p) {
+    const uint4 raw = ld_shared_v4(&s(row, 8 * (part * kMine * kHalf + p)));
+    return reinterpret_cast<const Piece&>(raw);
+  };
   float half_sum[kMine];
 #pragma unroll
   for (int h = 0; h < kMine; ++h) {
     float ss[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int c = 0; c < kHalf; ++c) {
-      Piece& p = x[h * kHalf + c];
-      const uint4 raw = ld_shared_v4(&s(row, 8 * ((part * kMine + h) * kHalf + c)));
-      p = reinterpret_cast<const Piece&>(raw);
+      const Piece p = piece(h * kHalf + c);
 #pragma unroll
       for (int e = 0; e < 8; ++e) ss[e % 4] = fmaf(float(p[e]), float(p[e]), ss[e % 4]);
     }
@@ -129,9 +126,10 @@ CUTE_DEVICE void l2norm_row(Tile&& s, int row, int part) {
   const float inv = rsqrtf(total + static_cast<float>(kL2NormEps));
 #pragma unroll
   for (int c = 0; c < kMine * kHalf; ++c) {
+    Piece p = piece(c);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) x[c][e] = Element(float(x[c][e]) * inv);
-    st_shared(&s(row, 8 * (part * kMine * kHalf + c)), reinterpret_cast<const uint4&>(x[c]));
+    for (int e = 0; e < 8; ++e) p[e] = Element(float(p[e]) * inv);
+    st_shared(&s(row, 8 * (part * kMine * kHalf + c)), reinterpret_cast<const uint4&>(p));
   }
 }
 

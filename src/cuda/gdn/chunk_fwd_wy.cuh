@@ -85,9 +85,9 @@ struct WyChunk {
     Tensor sV = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{});    // [C, V]
     Tensor sVt = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDKt{});  // [V, C]
     const int valid = it.valid_rows(j);
-    using Copier = ChunkRowCopier<kDK, Element, typename T::LayoutRowsDK>;
-    Copier(static_cast<const Element*>(a.k.ptr), a.k, it, it.h, tid).copy(cute::cast_smem_ptr_to_uint(sm.k.data()), j, valid, a.vec16);
-    Copier(static_cast<const Element*>(a.v.ptr), a.v, it, it.hv, tid).copy(cute::cast_smem_ptr_to_uint(sm.v.data()), j, valid, a.vec16);
+    const ChunkPieces<kDK, typename T::LayoutRowsDK> pieces(tid, sm.k.data());
+    pieces.copy(cute::cast_smem_ptr_to_uint(sm.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
+    pieces.copy(cute::cast_smem_ptr_to_uint(sm.v.data()), static_cast<const Element*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
     cp_async_commit();
     const int warp = tid / 32;
     float g2[2], b2[2];
