@@ -2,9 +2,16 @@
 // builds from its own few translation units in under a minute (bench/gdn_chunk_probe.sh), times
 // the forward with events (median), and gives ncu a short process to profile.
 //
-//   gdn_chunk_probe B T H [reps [dump]]   (K = V = 128, bf16, l2norm, scalar gate, final state)
-// With `dump`, writes the output (bf16) and the final state (fp32) to dump.o / dump.ht, raw, to
-// compare two builds (bench/gdn_chunk_probe.sh PROBE_REF=...).
+//   gdn_chunk_probe B T H [reps [dump]]   K = V = 128, bf16, l2norm, scalar gate, final state;
+//                                         with `dump`, writes o (16-bit) and the final state
+//                                         (fp32) raw to dump.o / dump.ht
+//   gdn_chunk_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
+//                                         with empty and 1-token sequences, GVA, unaligned rows),
+//                                         each dumped to PREFIX.<i>: the same binary built from
+//                                         another revision compares two kernels (gdn_chunk_probe.sh
+//                                         PROBE_REF, bench/gdn_chunk_probe_cmp.py)
+// Not a test: the GPU tests (tests/cpp/gdn_gpu_test.cpp) check against the float64 recurrence.
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,42 +26,76 @@
 
 using namespace attnkit;
 
-int main(int argc, char** argv) {
-  const int64_t B = argc > 1 ? std::atoll(argv[1]) : 4, T = argc > 2 ? std::atoll(argv[2]) : 8192;
-  const int64_t H = argc > 3 ? std::atoll(argv[3]) : 16, D = 128;
-  const int reps = argc > 4 ? std::atoi(argv[4]) : 20;
-  const int64_t n = B * T * H * D, ng = B * T * H;
+namespace {
+
+struct Case {
+  DType dt = DType::kBFloat16;
+  int64_t D = 128, B = 1, T = 64, H = 1, HV = 1;
+  std::vector<int64_t> seqlens;  // varlen when not empty (B = 1, T = sum)
+  int64_t row_pad = 0;           // > 0: q, k, v, out rows padded by this many elements
+};
+
+uint16_t to16(float x, DType dt) {
+  if (dt == DType::kFloat16) {
+    const __half h = __float2half(x);
+    return reinterpret_cast<const uint16_t&>(h);
+  }
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);  // bf16, nearest even
+}
+
+// [B, T, heads, D] with rows padded by c.row_pad elements.
+TensorView rows_view(void* p, const Case& c, int64_t heads) {
+  TensorView t = TensorView::contiguous(p, c.dt, Device::cuda(0), {c.B, c.T, heads, c.D + c.row_pad});
+  t.sizes[3] = c.D;
+  return t;
+}
+
+// Runs the case: median ms of `reps` launches after 2 warm-ups; with `dump`, writes o and ht.
+double run_case(const Case& c, int reps, const std::string& dump) {
+  const int64_t N = c.seqlens.empty() ? c.B : static_cast<int64_t>(c.seqlens.size());
+  const int64_t row = c.D + c.row_pad, nq = c.B * c.T * c.H * row, nv = c.B * c.T * c.HV * row, ng = c.B * c.T * c.HV;
   std::mt19937 rng(0);
   std::normal_distribution<float> normal;
   std::uniform_real_distribution<float> unit;
-  auto bf16 = [](float x) {  // round to nearest even
-    uint32_t u;
-    std::memcpy(&u, &x, 4);
-    return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-  };
-  std::vector<uint16_t> x(n), beta(ng);
+  std::vector<uint16_t> q(nq), k(nq), v(nv), beta(ng);
   std::vector<float> g(ng);
-  for (auto& e : x) e = bf16(normal(rng));
+  for (auto* x : {&q, &k, &v})
+    for (auto& e : *x) e = to16(normal(rng), c.dt);
   for (auto& e : g) e = -0.1f * unit(rng);
-  for (auto& e : beta) e = bf16(0.5f + 0.5f * unit(rng));
-  void *q, *k, *v, *o, *gd, *bd, *ht, *ws;
-  for (void** p : {&q, &k, &v, &o}) cudaMalloc(p, n * 2);
+  for (auto& e : beta) e = to16(0.5f + 0.5f * unit(rng), c.dt);
+  void *dq, *dk, *dv, *o, *gd, *bd, *ht, *ws = nullptr, *cu = nullptr;
+  cudaMalloc(&dq, nq * 2);
+  cudaMalloc(&dk, nq * 2);
+  cudaMalloc(&dv, nv * 2);
+  cudaMalloc(&o, nv * 2);
+  cudaMemset(o, 0xff, nv * 2);  // NaN: unwritten outputs show
   cudaMalloc(&gd, ng * 4);
   cudaMalloc(&bd, ng * 2);
-  cudaMalloc(&ht, B * H * D * D * 4);
-  for (void* p : {q, k, v}) cudaMemcpy(p, x.data(), n * 2, cudaMemcpyHostToDevice);
+  cudaMalloc(&ht, N * c.HV * c.D * c.D * 4);
+  cudaMemcpy(dq, q.data(), nq * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dk, k.data(), nq * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dv, v.data(), nv * 2, cudaMemcpyHostToDevice);
   cudaMemcpy(gd, g.data(), ng * 4, cudaMemcpyHostToDevice);
   cudaMemcpy(bd, beta.data(), ng * 2, cudaMemcpyHostToDevice);
   const Device dev = Device::cuda(0);
   GdnFwdParams p;
-  p.in.q = TensorView::contiguous(q, DType::kBFloat16, dev, {B, T, H, D});
-  p.in.k = TensorView::contiguous(k, DType::kBFloat16, dev, {B, T, H, D});
-  p.in.v = TensorView::contiguous(v, DType::kBFloat16, dev, {B, T, H, D});
-  p.in.g = TensorView::contiguous(gd, DType::kFloat32, dev, {B, T, H});
-  p.in.beta = TensorView::contiguous(bd, DType::kBFloat16, dev, {B, T, H});
+  p.in.q = rows_view(dq, c, c.H);
+  p.in.k = rows_view(dk, c, c.H);
+  p.in.v = rows_view(dv, c, c.HV);
+  p.in.g = TensorView::contiguous(gd, DType::kFloat32, dev, {c.B, c.T, c.HV});
+  p.in.beta = TensorView::contiguous(bd, c.dt, dev, {c.B, c.T, c.HV});
   p.in.use_qk_l2norm = true;
-  p.out = TensorView::contiguous(o, DType::kBFloat16, dev, {B, T, H, D});
-  p.final_state = TensorView::contiguous(ht, DType::kFloat32, dev, {B, H, D, D});
+  if (!c.seqlens.empty()) {
+    std::vector<int64_t> offsets = {0};
+    for (int64_t l : c.seqlens) offsets.push_back(offsets.back() + l);
+    cudaMalloc(&cu, offsets.size() * 8);
+    cudaMemcpy(cu, offsets.data(), offsets.size() * 8, cudaMemcpyHostToDevice);
+    p.in.cu_seqlens = TensorView::contiguous(cu, DType::kInt64, dev, {static_cast<int64_t>(offsets.size())});
+  }
+  p.out = rows_view(o, c, c.HV);
+  p.final_state = TensorView::contiguous(ht, DType::kFloat32, dev, {N, c.HV, c.D, c.D});
   const size_t ws_bytes = cuda::gdn_forward_workspace_size(p);
   cudaMalloc(&ws, ws_bytes);
   p.workspace = {ws, ws_bytes};
@@ -70,28 +111,56 @@ int main(int argc, char** argv) {
     cudaEventSynchronize(stop);
     if (!st.ok()) {
       std::fprintf(stderr, "gdn_forward: %s\n", st.message().c_str());
-      return 1;
+      std::exit(1);
     }
     float t = 0;
     cudaEventElapsedTime(&t, start, stop);
     if (r >= 2) ms.push_back(t);
   }
-  std::sort(ms.begin(), ms.end());
-  std::printf("B%lld T%lld H%lld K=V=128 bf16: %.4f ms (median of %d)\n", (long long)B, (long long)T, (long long)H,
-              ms[ms.size() / 2], reps);
-  if (argc > 5) {
-    std::vector<uint16_t> out(n);
-    std::vector<float> state(B * H * D * D);
-    cudaMemcpy(out.data(), o, n * 2, cudaMemcpyDeviceToHost);
+  if (const cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) {
+    std::fprintf(stderr, "%s\n", cudaGetErrorString(err));
+    std::exit(1);
+  }
+  if (!dump.empty()) {
+    std::vector<uint16_t> out(nv);
+    std::vector<float> state(N * c.HV * c.D * c.D);
+    cudaMemcpy(out.data(), o, nv * 2, cudaMemcpyDeviceToHost);
     cudaMemcpy(state.data(), ht, state.size() * 4, cudaMemcpyDeviceToHost);
-    const std::string path = argv[5];
-    std::FILE* f = std::fopen((path + ".o").c_str(), "wb");
-    std::fwrite(out.data(), 2, out.size(), f);
+    std::FILE* f = std::fopen((dump + ".o").c_str(), "wb");
+    for (int64_t r = 0; r < nv / row; ++r) std::fwrite(out.data() + r * row, 2, c.D, f);  // without the padding
     std::fclose(f);
-    f = std::fopen((path + ".ht").c_str(), "wb");
+    f = std::fopen((dump + ".ht").c_str(), "wb");
     std::fwrite(state.data(), 4, state.size(), f);
     std::fclose(f);
   }
-  for (void* ptr : {q, k, v, o, gd, bd, ht, ws}) cudaFree(ptr);
+  for (void* ptr : {dq, dk, dv, o, gd, bd, ht, ws, cu}) cudaFree(ptr);
+  std::sort(ms.begin(), ms.end());
+  return ms.empty() ? 0.0 : ms[ms.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "check") {
+    std::vector<Case> cases(5);
+    cases[0] = {DType::kBFloat16, 128, 2, 1000, 4, 4};
+    cases[1] = {DType::kFloat16, 64, 1, 777, 2, 4};
+    cases[2] = {DType::kBFloat16, 128, 1, 0, 2, 4, {1, 0, 130, 64, 300, 63}};
+    cases[3] = {DType::kBFloat16, 64, 1, 0, 1, 2, {65, 1, 200}};
+    cases[4] = {DType::kFloat16, 128, 1, 200, 2, 2, {}, 4};
+    for (auto& c : cases)
+      for (int64_t l : c.seqlens) c.T += l;
+    for (size_t i = 0; i < cases.size(); ++i) run_case(cases[i], 1, std::string(argv[2]) + "." + std::to_string(i));
+    std::printf("check: %zu cases dumped to %s.*\n", cases.size(), argv[2]);
+    return 0;
+  }
+  Case c;
+  c.B = argc > 1 ? std::atoll(argv[1]) : 4;
+  c.T = argc > 2 ? std::atoll(argv[2]) : 8192;
+  c.H = c.HV = argc > 3 ? std::atoll(argv[3]) : 16;
+  const int reps = argc > 4 ? std::atoi(argv[4]) : 20;
+  const double ms = run_case(c, reps, argc > 5 ? argv[5] : "");
+  std::printf("B%lld T%lld H%lld K=V=128 bf16: %.4f ms (median of %d)\n", (long long)c.B, (long long)c.T, (long long)c.H, ms,
+              reps);
   return 0;
 }

@@ -36,10 +36,11 @@ __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID
   const WorkItem it(a, blockIdx.x);
   const int wg = __shfl_sync(0xffffffff, static_cast<int>(threadIdx.x) / 128, 0);
   const int tid = static_cast<int>(threadIdx.x) % 128;
-  // Registers per thread by role (65536 / 128 = 512 in all; the launch gives each 168): the
-  // state, holding H (64 fp32) and v_new, takes what the loader gives back; the output (O, S,
-  // Aqk) keeps the launch's. setmaxnreg only lowers with .dec and only raises with .inc.
-  static_assert(T::kLoaderRegs < 168 && T::kStateRegs > 168 && T::kLoaderRegs + T::kStateRegs + 168 <= 512);
+  // Registers per thread by role: the launch gives each warpgroup 168 (3 x 168 = 504 per thread
+  // slot in all, and no more can be had: an .inc past what others gave back waits forever). The
+  // state, holding H (64 fp32) and v_new, takes what the loader gives back; the output (O, S, Aqk)
+  // keeps the launch's. setmaxnreg only lowers with .dec and only raises with .inc.
+  static_assert(T::kLoaderRegs < 168 && T::kStateRegs > 168 && T::kLoaderRegs + T::kStateRegs + 168 <= 3 * 168);
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kLoaderRegs>();
     if (it.nchunks > 0) LoadWarpgroup<T>{a, it, tid}.run();

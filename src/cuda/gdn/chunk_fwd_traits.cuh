@@ -46,7 +46,7 @@ struct ChunkFwdTraits {
   static constexpr int kC = 64;      // chunk length
   static constexpr int kStages = 3;  // recurrence kernel: chunk j in use, j+1 and j+2 loading
   static constexpr int kThreads = 384;  // recurrence kernel: loader, state, output warpgroups
-  static constexpr int kLoaderRegs = 152, kStateRegs = 192;  // setmaxnreg; the output warpgroup keeps 168
+  static constexpr int kLoaderRegs = 144, kStateRegs = 192;  // setmaxnreg; the output warpgroup keeps 168
   static constexpr int kWyThreads = 128;
   static constexpr int kWyCtasPerSm = 3;
 
