@@ -27,7 +27,7 @@ void expect_same_bytes() {
 }
 
 // The kernels work out a thread's byte offsets in one 1024-byte aligned tile and reuse them for
-// every other tile of the same layout (ChunkRowCopier, tile_offset): cute applies the swizzle to
+// every other tile of the same layout (ChunkPieces): cute applies the swizzle to
 // address bits below 1024, so the offsets must be the same in any two such tiles.
 template <class Element, class Layout, int kRows, int kCols>
 void expect_offsets_same_in_aligned_tiles() {

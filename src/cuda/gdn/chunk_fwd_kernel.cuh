@@ -5,18 +5,15 @@
 //    state-independent part of every chunk at once, into the workspace (w, u, gamma).
 // 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns): the state's columns
 //    evolve independently given w and K, so value blocks need no communication. Warpgroup 0
-//    streams the chunks (chunk_fwd_load.cuh), warpgroup 1 carries the state (chunk_fwd_state.cuh),
-//    warpgroup 2 computes the output (chunk_fwd_output.cuh); they meet at the named barriers of
-//    ChunkBarriers (chunk_fwd_traits.cuh).
+//    streams the chunks (chunk_fwd_load.cuh), warpgroup 1 carries the state (chunk_fwd_state.cuh);
+//    they meet at the stages' "full" / "empty" named barriers.
 // Splitting them keeps the serial per-chunk path down to the state's own work: the WY part's
 // latency (the 64 x 64 inverse above all) is paid by many CTAs side by side instead of once per
 // chunk in sequence.
 #pragma once
 #include <cuda_runtime.h>
-#include <cutlass/arch/reg_reconfig.h>
 
 #include "src/cuda/gdn/chunk_fwd_load.cuh"
-#include "src/cuda/gdn/chunk_fwd_output.cuh"
 #include "src/cuda/gdn/chunk_fwd_state.cuh"
 #include "src/cuda/gdn/chunk_fwd_wy.cuh"
 #include "src/cuda/smem_optin.cuh"
@@ -34,21 +31,10 @@ __global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_k
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdArgs a) {
   const WorkItem it(a, blockIdx.x);
-  const int wg = __shfl_sync(0xffffffff, static_cast<int>(threadIdx.x) / 128, 0);
-  const int tid = static_cast<int>(threadIdx.x) % 128;
-  // Registers per thread by role: the launch gives each warpgroup 168 (3 x 168 = 504 per thread
-  // slot in all, and no more can be had: an .inc past what others gave back waits forever). The
-  // state, holding H (64 fp32) and v_new, takes what the loader gives back; the output (O, S, Aqk)
-  // keeps the launch's. setmaxnreg only lowers with .dec and only raises with .inc.
-  static_assert(T::kLoaderRegs < 168 && T::kStateRegs > 168 && T::kLoaderRegs + T::kStateRegs + 168 <= 3 * 168);
-  if (wg == 0) {
-    cutlass::arch::warpgroup_reg_dealloc<T::kLoaderRegs>();
-    if (it.nchunks > 0) LoadWarpgroup<T>{a, it, tid}.run();
-  } else if (wg == 1) {
-    cutlass::arch::warpgroup_reg_alloc<T::kStateRegs>();
-    StateWarpgroup<T>{a, it, tid}.run();
+  if (threadIdx.x < 128) {
+    if (it.nchunks > 0) LoadWarpgroup<T>{a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
-    OutputWarpgroup<T>{a, it, tid}.run();
+    StateWarpgroup<T>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
   }
 }
 

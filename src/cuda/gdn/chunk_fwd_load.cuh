@@ -1,7 +1,7 @@
 // src/cuda/gdn/chunk_fwd_load.cuh — warpgroup 0 of the recurrence kernel: streams each chunk's
 // rows of Q, K (the head's), w, u (this CTA's value columns) and gamma into the chunk's stage,
-// applies the in-op l2norm to Q and K there, hands the stage to the state and output warpgroups
-// and, once both are done with it, writes the chunk's output rows (left in u's buffer) to `o`.
+// applies the in-op l2norm to Q and K there, hands the stage to the state warpgroup and, once
+// that is done with it, writes the chunk's output rows (left in u's buffer) to `o`.
 //
 // Chunk j's copies are issued two chunks ahead (cp.async, zero-filled past the sequence end), so
 // they land while chunks j-1 and j-2 compute. Rows past the end read gamma_last (the last valid
@@ -44,10 +44,10 @@ struct LoadWarpgroup {
     }
   }
 
-  // Once the state and output warpgroups are done with chunk j: its output rows, from u's buffer, to o.
+  // Once the state warpgroup is done with chunk j: its output rows, from u's buffer, to o.
   CUTE_DEVICE void store_output(int j) {
     const int s = j % T::kStages;
-    ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 384);
+    ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
     Tensor sO = make_tensor(make_smem_ptr(chunk_smem<typename T::SharedStorage>().stage[s].u.data()),
                             typename T::LayoutRowsBV{});  // [C, BV]
     store_chunk_rows<kBV>(sO, static_cast<Element*>(a.o.ptr) + it.vb * kBV, a.o, it, int64_t(j) * kC, it.hv, it.valid_rows(j),
@@ -72,8 +72,8 @@ struct LoadWarpgroup {
         Tensor sRows = make_tensor(make_smem_ptr(tid < kC ? st.q.data() : st.k.data()), typename T::LayoutRowsDK{});
         l2norm_row<kDK, 1>(sRows, tid % kC, 0);
       }
-      cutlass::arch::fence_view_async_shared();  // the other warpgroups' WGMMAs read these rows
-      ChunkBarriers::arrive(ChunkBarriers::kFull + s, 384);
+      cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
+      ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
 
       // Chunk j + 2 goes where chunk j - 1 was, once that chunk's output is out.
       if (j >= 1) store_output(j - 1);

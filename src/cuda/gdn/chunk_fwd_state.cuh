@@ -1,12 +1,14 @@
 // src/cuda/gdn/chunk_fwd_state.cuh — warpgroup 1 of the recurrence kernel: carries the state
-// H [DK, BV] in fp32 registers (the accumulator of H += K^T Dv) through the sequence's chunks and,
-// at the end, writes the final state. Only the state's own path runs here; the chunk's output is
-// warpgroup 2's (chunk_fwd_output.cuh), from the H_j and v_new_j this one leaves in shared memory.
+// H [DK, BV] in fp32 registers (the accumulator of H += K^T Dv) through the sequence's chunks,
+// leaves each chunk's output rows in shared memory for the loader and, at the end, writes the
+// final state.
 //
-// Per chunk j (stage published by the loader, w and u computed by the WY kernel):
-//   V' = w H_j (SS, H_j's 16-bit copy read MN-major);  v_new = u - V'  -> output warpgroup
-//   H_{j+1} = exp(gamma_last) H_j + K^T (exp(gamma_last - gamma) v_new)   (SS)
-//   H_{j+1}'s 16-bit copy for chunk j + 1.
+// Per chunk (stage published by the loader warpgroup, w and u computed by the WY kernel), in
+// issue order — the state's own path first, the output's work overlapping its GEMMs:
+//   V' = w H; O = Q H              (SS, H's 16-bit copy read MN-major)
+//   v_new = u - V'; H *= exp(gamma_last); H += K^T (exp(gamma_last - gamma) v_new)   (SS)
+//   S = Q K^T (SS); H's 16-bit copy for the next chunk while S runs
+//   O *= scale exp(gamma); Aqk = scale tril(S) Gamma; O += Aqk v_new (RS); O into u's buffer.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -37,14 +39,19 @@ struct StateWarpgroup {
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     typename T::MmaWH mma_wh;
+    typename T::MmaS mma_s;
+    typename T::MmaU mma_av;
     typename T::MmaH mma_h;
     auto thr_wh = mma_wh.get_thread_slice(tid);
+    auto thr_s = mma_s.get_thread_slice(tid);
+    auto thr_av = mma_av.get_thread_slice(tid);
     auto thr_h = mma_h.get_thread_slice(tid);
-    Tensor sDv = make_tensor(make_smem_ptr(sm.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]
-    Tensor sDvt = make_tensor(make_smem_ptr(sm.dv.data()), typename T::LayoutRowsBVt{});  // [BV, C]
-    auto sH = [&](int b) { return make_tensor(make_smem_ptr(sm.h[b].data()), typename T::LayoutH{}); };      // [DK, BV]
-    auto sHt = [&](int b) { return make_tensor(make_smem_ptr(sm.h[b].data()), typename T::LayoutHt{}); };    // [BV, DK]
-    auto sVn = [&](int b) { return make_tensor(make_smem_ptr(sm.vnew[b].data()), typename T::LayoutRowsBV{}); };
+    Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});            // [DK, BV]
+    Tensor sHt = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutHt{});          // [BV, DK]
+    Tensor sVn = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBV{});   // [C, BV]
+    Tensor sVnt = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBVt{}); // [BV, C]
+    Tensor sDv = make_tensor(make_smem_ptr(sm.dv.data()), typename T::LayoutRowsBV{});
+    Tensor sDvt = make_tensor(make_smem_ptr(sm.dv.data()), typename T::LayoutRowsBVt{});
 
     // The state, fp32 [DK, BV] over the warpgroup, from h0 (or 0).
     Tensor tH = partition_fragment_C(mma_h, Shape<Int<kDK>, Int<kBV>>{});
@@ -55,31 +62,41 @@ struct StateWarpgroup {
       const int k = get<0>(cH(i)), v = v0 + get<1>(cH(i));
       tH(i) = a.h0.data.ptr ? a.h0.data[it.n * a.h0.sn + it.hv * a.h0.sh + k * a.h0.sk + v * a.h0.sv] : 0.f;
     }
-    publish_state(tH, thr_h.partition_C(sH(0)));
+    publish_state(tH, thr_h.partition_C(sH));
 
-    Tensor tWH = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: w H, then v_new
-    Tensor cV = thr_wh.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
-    const int r0 = get<0>(cV(0));  // this thread's rows: r0 and r0 + 8
-    auto half = [&](int i) { return (get<0>(cV(i)) - r0) / 8; };
-    const int n = it.nchunks;
-    for (int j = 0; j < n; ++j) {
-      const int s = j % T::kStages, b = j % 2;
+    Tensor tO = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});   // fp32 [C, BV]: output
+    Tensor tWH = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: w H
+    Tensor cO = thr_wh.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
+    Tensor tS = partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{});  // fp32 [C, C]: Q K^T
+    Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kC>>{}));
+    Tensor rA = make_tensor<Element>(attn::acc_as_operand_a_layout(tS.layout()));  // Aqk as an A operand
+    const int r0 = get<0>(cO(0));  // this thread's output rows: r0 and r0 + 8
+    auto half = [&](int i) { return (get<0>(cO(i)) - r0) / 8; };
+    auto identity = [](int, float x) { return x; };
+    for (int j = 0; j < it.nchunks; ++j) {
+      const int s = j % T::kStages;
       auto& st = sm.stage[s];
       const float* gamma = sm.gamma[s];
-      Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});    // [C, DK]
+      Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});    // [C, DK]
+      Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});    // [C, DK]
       Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{});  // [DK, C]
-      Tensor sU = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBV{});    // [C, BV]
-      ChunkBarriers::sync(ChunkBarriers::kFull + s, 384);
+      Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});    // [C, DK]
+      Tensor sU = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBV{});    // [C, BV]: u, then O
+      ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
+      // WGMMA groups complete in issue order: w H (the state's path) first, then Q H.
       {
         Tensor tA_W = thr_wh.partition_fragment_A(sW);
-        Tensor tB_H = thr_wh.partition_fragment_B(sHt(b));
+        Tensor tA_Q = thr_wh.partition_fragment_A(sQ);
+        Tensor tB_H = thr_wh.partition_fragment_B(sHt);
         attn::gemm_zero<false>(mma_wh, tA_W, tB_H, tWH);
+        attn::gemm_zero<false>(mma_wh, tA_Q, tB_H, tO);
       }
       // gamma is in log2 units: exp(x) = ex2(x log2 e).
       const float g_last = gamma[kC - 1];
-      const float dv_scale[2] = {ex2(g_last - gamma[r0]), ex2(g_last - gamma[r0 + 8])};
+      const float gamma_r[2] = {gamma[r0], gamma[r0 + 8]};
+      const float dv_scale[2] = {ex2(g_last - gamma_r[0]), ex2(g_last - gamma_r[1])};
       Tensor tUs = thr_wh.partition_C(sU);
-      warpgroup_wait<0>();
+      warpgroup_wait<1>();  // w H
       CUTE_UNROLL
       for (int i = 0; i < size(tWH); i += 2) {  // v_new = u - w H, in place of w H
         const uint32_t raw = ld_shared_b32(&tUs(i));  // columns i, i + 1: adjacent in the tile
@@ -87,26 +104,40 @@ struct StateWarpgroup {
         tWH(i) = float(u2[0]) - tWH(i);
         tWH(i + 1) = float(u2[1]) - tWH(i + 1);
       }
-      store_pairs<Element>(tWH, thr_wh.partition_C(sVn(b)), [](int, float x) { return x; });
+      store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);
       store_pairs<Element>(tWH, thr_wh.partition_C(sDv), [&](int i, float x) { return x * dv_scale[half(i)]; });
       const float decay = ex2(g_last);
       CUTE_UNROLL
       for (int i = 0; i < size(tH); ++i) tH(i) *= decay;
       cutlass::arch::fence_view_async_shared();
       sync();  // v_new and D v_new complete
-      ChunkBarriers::arrive(ChunkBarriers::kVnew + b, 256);
-      {  // H += K^T (D v_new)
+      {  // H += K^T (D v_new), then S = Q K^T
         Tensor tA_Kt = thr_h.partition_fragment_A(sKt);
         Tensor tB_Dv = thr_h.partition_fragment_B(sDvt);
+        Tensor tS_Q = thr_s.partition_fragment_A(sQ);
+        Tensor tS_K = thr_s.partition_fragment_B(sK);
         attn::gemm_ss(mma_h, tA_Kt, tB_Dv, tH);
+        attn::gemm_zero<false>(mma_s, tS_Q, tS_K, tS);
+      }
+      warpgroup_wait<1>();  // Q H and the new H: publish H for the next chunk while S runs
+      publish_state(tH, thr_h.partition_C(sH));
+      const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
+      CUTE_UNROLL
+      for (int i = 0; i < size(tO); ++i) tO(i) *= o_scale[half(i)];
+      warpgroup_wait<0>();
+      CUTE_UNROLL
+      for (int i = 0; i < size(tS); ++i) {  // Aqk = scale tril(Q K^T) * Gamma (diagonal included)
+        const int r = get<0>(cS(i)), c = get<1>(cS(i));
+        tS(i) = c <= r ? a.scale * tS(i) * ex2(gamma_r[(r - r0) / 8] - gamma[c]) : 0.f;
+      }
+      attn::convert_into(make_tensor(tS.data(), rA.layout()), rA);
+      {
+        Tensor tB_Vn = thr_av.partition_fragment_B(sVnt);
+        attn::gemm_rs(mma_av, rA, tB_Vn, tO);
       }
       warpgroup_wait<0>();
-      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 384);  // w, u and K are read
-      if (j + 1 < n) {
-        // H_{j+1} goes where H_{j-1} was: the output warpgroup must be done with chunk j - 1.
-        if (j >= 1) ChunkBarriers::sync(ChunkBarriers::kHfree + (1 - b), 256);
-        publish_state(tH, thr_h.partition_C(sH(1 - b)));
-      }
+      store_pairs<Element>(tO, tUs, identity);  // u is consumed: its buffer takes O for the loader
+      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
     }
     if (a.ht) {
       CUTE_UNROLL

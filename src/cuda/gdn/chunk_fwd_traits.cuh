@@ -8,13 +8,12 @@
 //   w = (T0 diag(beta) * exp(gamma_r)) K            [C, DK]    RS (K read MN-major)
 //   u = (T0 diag(beta) * Gamma) V                   [C, DK]    RS (V = DK)
 // The recurrence kernel, one CTA per (sequence, value head, 64 value columns): warpgroup 0 loads
-// chunk j+2 (chunk_fwd_load.cuh); warpgroup 1 carries the fp32 state H [DK, BV] through chunk j
-// (chunk_fwd_state.cuh); warpgroup 2 computes chunk j's output from H_j and v_new_j
-// (chunk_fwd_output.cuh), off the state's path:
-//   state:  v_new = u - w H                            [C, BV]    SS (H read MN-major)
-//           H = exp(gamma_last) H + K^T (exp(gamma_last - gamma) v_new)   [DK, BV]   SS, K^T MN-major
-//   output: S_qk = Q K^T -> Aqk = scale * tril(S_qk) * Gamma  [C, C]   SS, kept in registers
-//           O = scale exp(gamma) Q H + Aqk v_new       [C, BV]    SS, then RS
+// chunk j+2 (chunk_fwd_load.cuh), warpgroup 1 carries the fp32 state H [DK, BV] through chunk j
+// (chunk_fwd_state.cuh):
+//   v_new = u - w H ;  O = scale exp(gamma) Q H     [C, BV]    SS (H read MN-major)
+//   S_qk = Q K^T -> Aqk = scale * tril(S_qk) * Gamma  [C, C]   SS, kept in registers
+//   O += Aqk v_new                                  [C, BV]    RS
+//   H = exp(gamma_last) H + K^T (exp(gamma_last - gamma) v_new)   [DK, BV]   SS, K^T MN-major
 // Several layouts below view the same bytes: a [rows, cols] tile with cols contiguous is K-major
 // as [rows, cols] and MN-major as [cols, rows] (tile_to_shape with Step<_2, _1>); the host test
 // GdnChunkLayouts checks the pairs agree element by element.
@@ -45,8 +44,7 @@ struct ChunkFwdTraits {
   static constexpr int kBV = 64;     // value columns per CTA
   static constexpr int kC = 64;      // chunk length
   static constexpr int kStages = 3;  // recurrence kernel: chunk j in use, j+1 and j+2 loading
-  static constexpr int kThreads = 384;  // recurrence kernel: loader, state, output warpgroups
-  static constexpr int kLoaderRegs = 144, kStateRegs = 192;  // setmaxnreg; the output warpgroup keeps 168
+  static constexpr int kThreads = 256;
   static constexpr int kWyThreads = 128;
   static constexpr int kWyCtasPerSm = 3;
 
@@ -76,13 +74,10 @@ struct ChunkFwdTraits {
     cute::array_aligned<Element, kC * kDK, 1024> q, k, w;
     cute::array_aligned<Element, kC * kBV, 1024> u;
   };
-  // H_j and v_new_j are double-buffered (by j % 2): the state warpgroup writes chunk j + 1's while
-  // the output warpgroup still reads chunk j's.
   struct SharedStorage {
     Stage stage[kStages];
-    cute::array_aligned<Element, kDK * kBV, 1024> h[2];  // 16-bit copies of the state for the GEMMs
-    cute::array_aligned<Element, kC * kBV, 1024> vnew[2];
-    cute::array_aligned<Element, kC * kBV, 1024> dv;     // exp(gamma_last - gamma) v_new, the state's own
+    cute::array_aligned<Element, kDK * kBV, 1024> h;  // bf16/fp16 copy of the state for the GEMMs
+    cute::array_aligned<Element, kC * kBV, 1024> vnew, dv;
     float gamma[kStages][kC];  // in-chunk cumulative log-decay, in log2 units (exp(x) = ex2(x log2 e))
   };
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
@@ -113,14 +108,6 @@ CUTE_DEVICE float ex2(float x) {  // 2^x; x <= 0 everywhere it is used
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
-}
-
-// Byte offset of element i of `view` (a partition of a swizzled tile starting at `tile`, 1024-byte
-// aligned): cute swizzles address bits below 1024, so the offset is the same in every such tile
-// of the layout (host test GdnChunkLayouts) and can be worked out once for all stages / buffers.
-template <class View, class Element>
-CUTE_DEVICE uint32_t tile_offset(const View& view, int i, const Element* tile) {
-  return cute::cast_smem_ptr_to_uint(&view(i)) - cute::cast_smem_ptr_to_uint(tile);
 }
 
 // Two fp32 values as one 32-bit pair of 16-bit elements.
@@ -165,14 +152,10 @@ CUTE_DEVICE void store_pairs(const Acc& acc, Dst&& dst, F&& f) {
   for (int i = 0; i < size(acc); i += 2) st_shared(&dst(i), pack2<Element>(f(i, acc(i)), f(i + 1, acc(i + 1))));
 }
 
-// The recurrence kernel's named barriers (0 is __syncthreads), with the warpgroups that meet there:
-//   kLoad, kState, kOut      each warpgroup's own (128)
-//   kFull + stage            loader arrives, state and output wait: the chunk's rows are in (384)
-//   kEmpty + stage           state and output arrive, loader waits: stage free, O in it (384)
-//   kVnew + j % 2            state arrives, output waits: H_j and v_new_j are in shared memory (256)
-//   kHfree + j % 2           output arrives, state waits: H_j's and v_new_j's buffers reusable (256)
+// The recurrence kernel's named barriers (0 is __syncthreads): each warpgroup's own, then per
+// stage "full" (loader -> state) and "empty" (state -> loader), 256 threads each.
 struct ChunkBarriers {
-  static constexpr int kLoad = 1, kState = 2, kOut = 3, kFull = 4, kEmpty = 7, kVnew = 10, kHfree = 12;
+  static constexpr int kLoad = 1, kState = 2, kFull = 3, kEmpty = 6;
   static __device__ void sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
   static __device__ void arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 };
