@@ -37,7 +37,7 @@ struct GdnFwdParams {
   GdnInputs in;
   TensorView out;
   TensorView final_state;  // optional fp32 output
-  Workspace workspace;
+  Workspace workspace;     // CUDA: gdn_forward_workspace_size() bytes, 256-byte aligned (w, u, gamma)
   Stream stream = nullptr;
 };
 
