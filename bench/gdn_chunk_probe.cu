@@ -7,9 +7,9 @@
 //                                         (fp32) raw to dump.o / dump.ht
 //   gdn_chunk_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                         with empty and 1-token sequences, GVA, unaligned rows),
-//                                         each dumped to PREFIX.<i>: the same binary built from
-//                                         another revision compares two kernels (gdn_chunk_probe.sh
-//                                         PROBE_REF, bench/gdn_chunk_probe_cmp.py)
+//                                         each dumped to PREFIX.<i>; built from two revisions
+//                                         (gdn_chunk_probe.sh with PROBE_DIR, CUTLASS_INC), the
+//                                         dumps compare two kernels (bench/gdn_chunk_probe_cmp.py)
 // Not a test: the GPU tests (tests/cpp/gdn_gpu_test.cpp) check against the float64 recurrence.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # bench/gdn_chunk_probe.sh — build bench/gdn_chunk_probe.cu from the chunked GDN forward's own
 # translation units (no CMake, no other kernels: ~1 minute on the device) and run it.
-#   bash bench/gdn_chunk_probe.sh [B T H [reps]]        PROBE_DIR (default /tmp/gdn_probe) keeps the build
+#   bash bench/gdn_chunk_probe.sh [B T H [reps [dump]] | check PREFIX]   (see gdn_chunk_probe.cu)
+# PROBE_DIR (default /tmp/gdn_probe) keeps the build. A second revision exported to another folder
+# builds beside it with its own PROBE_DIR and CUTLASS_INC=<this checkout's .deps/cutlass/...>.
+# CMake builds the same program as the gdn_chunk_probe target.
 # Under ncu: PROBE_ONLY_BUILD=1 bash bench/gdn_chunk_probe.sh, then ncu ... $PROBE_DIR/gdn_chunk_probe B T H 1
 # CUTLASS_INC overrides the CuTe headers' folder (default .deps/cutlass/..., installed from .whl/).
 set -euo pipefail
