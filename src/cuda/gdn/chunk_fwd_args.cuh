@@ -72,6 +72,12 @@ struct WorkItem {
   __device__ int64_t row(const RowTensor& x, int64_t t, int head) const { return b * x.sb + (t0 + t) * x.st + head * x.sh; }
 };
 
+// The WY kernel's grid.x: slots for every chunk of `seqs` sequences of `tokens` tokens each
+// (dense), or of `tokens` tokens in all (varlen) — see ChunkSlot.
+inline int64_t wy_slot_count(int64_t tokens, int64_t seqs, bool varlen) {
+  return varlen ? tokens / 64 + seqs : seqs * ((tokens + 63) / 64);
+}
+
 // The WY kernel's CTA (blockIdx.x = slot, blockIdx.y = value head) -> (sequence n, chunk j).
 // Dense: slot = n * chunks_per_sequence + j. Varlen: sequence n's chunks take the slots from
 // first(n) = floor(cu[n] / 64) + n on; first(n + 1) - first(n) >= ceil(len_n / 64), so the ranges
@@ -80,7 +86,7 @@ struct WorkItem {
 struct ChunkSlot {
   int n = 0, j = 0;
   bool live = false;
-  __device__ ChunkSlot(const ChunkFwdArgs& a, int64_t slot) {
+  __host__ __device__ ChunkSlot(const ChunkFwdArgs& a, int64_t slot) {
     if (!a.cu_seqlens) {
       const int64_t per_seq = (a.tokens + 63) / 64;
       n = static_cast<int>(slot / per_seq);

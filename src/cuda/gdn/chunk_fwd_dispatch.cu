@@ -138,7 +138,7 @@ Status gdn_forward(const GdnFwdParams& p) {
   a.w = {base + ws.w, T * ws.HV * K, ws.HV * K, K};
   a.u = {base + ws.u, T * ws.HV * V, ws.HV * V, V};
   a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
-  a.wy_slots = varlen ? T / 64 + seqs : seqs * ((T + 63) / 64);
+  a.wy_slots = gdn::wy_slot_count(T, seqs, varlen);
   if (a.wy_slots > INT32_MAX || ws.HV > 65535)
     return Unsupported("q: more than 2^31 - 1 chunks or 65535 value heads per call");
 
