@@ -296,13 +296,22 @@ TEST_F(GdnChunkGpu, ThousandsOfShortSequences) {
   check_chunk(c);
 }
 
+// A case's device tensors and forward params (no final state, no workspace), for the tests that
+// call gdn_forward themselves.
+struct ChunkCall {
+  GdnData d;
+  DeviceGdn g;
+  GdnFwdParams p;
+  ChunkCall(const GdnCase& c, uint32_t seed) : d(make_gdn(c, seed)), g(d) {
+    p.in = gdn_inputs(c, g.dev);
+    p.out = g.dev.out.view;
+  }
+};
+
 TEST_F(GdnChunkGpu, WorkspaceIsSizedAndChecked) {
   GdnCase c = chunk_case(DType::kBFloat16, 64, 100);
-  GdnData d = make_gdn(c, 7);
-  DeviceGdn g(d);
-  GdnFwdParams p;
-  p.in = gdn_inputs(c, g.dev);
-  p.out = g.dev.out.view;
+  ChunkCall call(c, 7);
+  GdnFwdParams& p = call.p;
   const size_t need = gdn_forward_workspace_size(p);
   EXPECT_GE(need, size_t(c.B * c.T * c.HV * (2 * c.K + 2 * c.V + 4)));  // w, u (16-bit), gamma (fp32)
   const DeviceScratch ws(need);
@@ -330,12 +339,8 @@ TEST_F(GdnChunkGpu, UnalignedRowsAndBf16InitialState) {
 
 TEST_F(GdnChunkGpu, UnsupportedInputsAreRefused) {
   GdnCase c = chunk_case(DType::kBFloat16, 32, 10);
-  GdnData d = make_gdn(c, 5);
-  DeviceGdn g(d);
-  GdnFwdParams p;
-  p.in = gdn_inputs(c, g.dev);
-  p.out = g.dev.out.view;
-  const Status st = gdn_forward(p);
+  ChunkCall call(c, 5);
+  const Status st = gdn_forward(call.p);
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
   EXPECT_NE(st.message().find("K = V in {64, 128}"), std::string::npos) << st.message();
 }
