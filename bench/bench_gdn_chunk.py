@@ -7,6 +7,9 @@ attention's chunk_gated_delta_rule in one process: the cases of issue 5 and ../s
 attnkit is the pip-built package (torch.ops.attnkit, scripts/setup_python.sh); FLA comes from the
 wheels scripts/device/run.sh installs in /tmp/site. Timing: triton's do_bench median. Reported:
 ms, speedup over FLA, the issue's bar, and RMS(attnkit - FLA) / RMS(FLA) of the output and state.
+Also each side replayed from a CUDA graph (`graph_ms`, `fla_graph_ms`): GPU time without Python's
+launch overhead, which FLA's several kernels a call pay and which moves from machine to machine
+(None where a side cannot be captured).
 """
 import argparse, os, sys
 
@@ -43,6 +46,24 @@ def make_inputs(B, T, H, nseq, dev="cuda"):
     return q, k, v, g, beta, cu
 
 
+def graph_ms(fn):
+    """Median ms of fn replayed from a CUDA graph, or None if fn cannot be captured."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capture (allocator pools, autotuning)
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn()
+        return do_bench(graph.replay, warmup=10, rep=200, return_mode="median")
+    except Exception as e:  # e.g. a host sync inside fn
+        print(f"  (no CUDA graph: {type(e).__name__}: {e})")
+        return None
+
+
 def rms_ratio(a, ref):
     return ((a.float() - ref.float()).pow(2).mean().sqrt() / ref.float().pow(2).mean().sqrt()).item()
 
@@ -67,17 +88,21 @@ def main():
         with torch.no_grad():
             o, s = ours()
             ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
-            fla_ms, rel_o, rel_s = float("nan"), float("nan"), float("nan")
+            g_ms = graph_ms(ours)
+            fla_ms, rel_o, rel_s, fla_g_ms = float("nan"), float("nan"), float("nan"), None
             if fla_chunk is not None:
                 fla = lambda: fla_chunk(q, k, v, g, beta, **kw)
                 o_ref, s_ref = fla()
                 fla_ms = do_bench(fla, warmup=25, rep=200, return_mode="median")
+                fla_g_ms = graph_ms(fla)
                 rel_o, rel_s = rms_ratio(o, o_ref), rms_ratio(s, s_ref)
         speedup = fla_ms / ms
         rows.append(dict(meta, op="gdn_chunk_fwd", case=name, B=B, T=T, H=H, K=D, V=D, varlen_seqs=nseq, ms=ms,
                          fla_ms=fla_ms, speedup_vs_fla=speedup, bar=bar, rel_rms_o_vs_fla=rel_o,
-                         rel_rms_state_vs_fla=rel_s))
-        print(f"{name:30s} {ms:10.4f} {fla_ms:8.4f} {speedup:7.2f}x {bar or '-':>5}  {rel_o:.2e} / {rel_s:.2e}", flush=True)
+                         rel_rms_state_vs_fla=rel_s, graph_ms=g_ms, fla_graph_ms=fla_g_ms))
+        graphs = f"graphs {g_ms:.4f} / {fla_g_ms:.4f} ms" if g_ms and fla_g_ms else "graphs -"
+        print(f"{name:30s} {ms:10.4f} {fla_ms:8.4f} {speedup:7.2f}x {bar or '-':>5}  {rel_o:.2e} / {rel_s:.2e}  {graphs}",
+              flush=True)
     print("wrote", write_rows(args.out, "bench_gdn_chunk.jsonl", rows))
 
 
