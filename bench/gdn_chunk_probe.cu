@@ -11,7 +11,6 @@
 //                                         (gdn_chunk_probe.sh with PROBE_DIR, CUTLASS_INC), the
 //                                         dumps compare two kernels (bench/gdn_chunk_probe_cmp.py)
 // Not a test: the GPU tests (tests/cpp/gdn_gpu_test.cpp) check against the float64 recurrence.
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "attnkit/numeric_types.hpp"
 #include "src/cuda/gdn/api.hpp"
 
 using namespace attnkit;
@@ -35,15 +35,7 @@ struct Case {
   int64_t row_pad = 0;           // > 0: q, k, v, out rows padded by this many elements
 };
 
-uint16_t to16(float x, DType dt) {
-  if (dt == DType::kFloat16) {
-    const __half h = __float2half(x);
-    return reinterpret_cast<const uint16_t&>(h);
-  }
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  return static_cast<uint16_t>((u + 0x7fff + ((u >> 16) & 1)) >> 16);  // bf16, nearest even
-}
+uint16_t to16(float x, DType dt) { return dt == DType::kFloat16 ? float_to_fp16_bits(x) : float_to_bf16_bits(x); }
 
 // [B, T, heads, D] with rows padded by c.row_pad elements.
 TensorView rows_view(void* p, const Case& c, int64_t heads) {
