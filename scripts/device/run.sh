@@ -4,7 +4,7 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test python memcheck bench"; also "bench-bwd", "bench-gdn", "bench-chunk") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
+# STEPS (default "build test python memcheck bench"; also "bench-bwd", "bench-gdn", "bench-chunk", "bench-flex") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -44,6 +44,8 @@ if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/wgmma_smoke_test
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_gpu_test \
     --gtest_filter='AttentionGpu.VarlenWithOneTokenAndEmptySequences'
+  step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_gpu_test \
+    --gtest_filter='FlexGpu.UnlistedBlocksSkippedAndFullBlocksSkipMaskMod:FlexGpu.UnsupportedBlockSizesAreRefused'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_bwd_gpu_test \
     --gtest_filter='AttentionBwdGpu.VarlenWithOneTokenAndEmptySequences:AttentionBwdGpu.HeadDimsAndAwkwardLengths'
   # Not the 8500-sequence case: ~70k CTAs under memcheck cost minutes of device time.
@@ -66,6 +68,10 @@ fi
 if has bench-chunk || has bench; then  # the GDN chunked forward through the torch op (the pip-built package)
   fla_wheels
   step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_chunk.py --out '$OUT' ${BENCH_ARGS:-}"
+  has bench || cat "$OUT/bench.log"
+fi
+if has bench-flex || has bench; then  # flex attention through the torch op, torch.compile(flex_attention) beside it
+  step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_flex.py --out '$OUT' ${BENCH_ARGS:-}"
   has bench || cat "$OUT/bench.log"
 fi
 if has bench; then

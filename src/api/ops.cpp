@@ -4,6 +4,7 @@
 #include "attnkit/validate.hpp"
 #include "src/cpu/backend.hpp"
 #include "src/cuda/api.hpp"
+#include "src/cuda/flex/api.hpp"
 #include "src/cuda/gdn/api.hpp"
 #include "src/cuda/runtime.hpp"
 
@@ -29,16 +30,16 @@ Status dispatch(const P& p, const TensorView& q, CpuFn&& cpu_fn, CudaFn&& cuda_f
 
 }  // namespace
 
-// The CPU backend allocates its scratch on the host itself. The CUDA attention forward needs one
-// int (its tile scheduler's counter), padded to 16 bytes.
+// The CPU backend allocates its scratch on the host itself. The CUDA attention and flex forward
+// need one int (their tile scheduler's counter), padded to 16 bytes.
 size_t attention_forward_workspace_size(const AttentionFwdParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? 16 : 0;
 }
+size_t flex_forward_workspace_size(const FlexFwdParams& p) { return p.q.device.type == DeviceType::kCUDA ? 16 : 0; }
 // The CUDA backward keeps fp32 partials (dQ, GQA dK/dV) and per-row statistics in the workspace.
 size_t attention_backward_workspace_size(const AttentionBwdParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? cuda::attention_backward_workspace_size(p) : 0;
 }
-size_t flex_forward_workspace_size(const FlexFwdParams&) { return 0; }
 size_t flex_backward_workspace_size(const FlexBwdParams&) { return 0; }
 // The CUDA chunked forward keeps its WY kernel's w, u and gamma in the workspace.
 size_t gdn_forward_workspace_size(const GdnFwdParams& p) {
@@ -53,7 +54,7 @@ Status attention_backward(const AttentionBwdParams& p) {
   return dispatch(p, p.q, cpu::attention_backward, cuda::attention_backward);
 }
 Status flex_attention_forward(const FlexFwdParams& p) {
-  return dispatch(p, p.q, "flex_attention_forward", cpu::flex_forward);
+  return dispatch(p, p.q, cpu::flex_forward, cuda::flex_forward);
 }
 Status flex_attention_backward(const FlexBwdParams& p) {
   return dispatch(p, p.q, "flex_attention_backward", cpu::flex_backward);

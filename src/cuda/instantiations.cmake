@@ -15,6 +15,7 @@ set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/attention/bwd_dispatch.cu
   src/cuda/gdn/decode.cu
   src/cuda/gdn/chunk_fwd_dispatch.cu
+  src/cuda/flex/fwd_dispatch.cu
 )
 
 attnkit_instantiate(src/cuda/common/wgmma_smoke.cu.in wgmma_smoke_bf16 ELEMENT=cute::bfloat16_t)
@@ -24,6 +25,13 @@ attnkit_instantiate(src/cuda/common/wgmma_smoke.cu.in wgmma_smoke_fp16 ELEMENT=c
 foreach(hd 64 128 256)
   attnkit_instantiate(src/cuda/attention/fwd_launch.cu.in attention_fwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
   attnkit_instantiate(src/cuda/attention/fwd_launch.cu.in attention_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
+endforeach()
+
+# Flex attention forward with the built-in catalog of mods: (dtype, head dim); the forward
+# kernel above with flex's key-tile lists and score/mask functors (src/cuda/flex/fwd_variant.cuh).
+foreach(hd 64 128 256)
+  attnkit_instantiate(src/cuda/flex/fwd_launch.cu.in flex_fwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
+  attnkit_instantiate(src/cuda/flex/fwd_launch.cu.in flex_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
 endforeach()
 
 # Softmax attention backward: (dtype, head dim).

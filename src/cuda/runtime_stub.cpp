@@ -7,6 +7,7 @@ int current_device_sm_count() { return 1; }
 }  // namespace attnkit::cuda
 
 #include "src/cuda/api.hpp"
+#include "src/cuda/flex/api.hpp"
 #include "src/cuda/gdn/api.hpp"
 
 namespace attnkit::cuda {
@@ -17,6 +18,9 @@ Status attention_backward(const AttentionBwdParams&) {
   return Unsupported("attention_backward: this build has no CUDA kernels (configured without nvcc)");
 }
 size_t attention_backward_workspace_size(const AttentionBwdParams&) { return 0; }
+Status flex_forward(const FlexFwdParams&) {
+  return Unsupported("flex_attention_forward: this build has no CUDA kernels (configured without nvcc)");
+}
 }  // namespace attnkit::cuda
 
 namespace attnkit::cuda {

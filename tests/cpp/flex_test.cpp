@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "attnkit/cpu/flex_cpu.hpp"
+#include "flex_block_mask.hpp"
 #include "test_util.hpp"
 
 namespace attnkit::test {
@@ -43,7 +44,6 @@ FlexFwdParams params(FlexTensors& t) {
 }
 
 using ScoreFn = std::function<double(double, int64_t, int64_t, int64_t, int64_t)>;
-using MaskFn = std::function<bool(int64_t, int64_t, int64_t, int64_t)>;
 
 // Naive float64 flex: full score matrix per (b, h).
 void naive(const FlexCase& c, const FlexTensors& t, const ScoreFn& score, const MaskFn& mask, std::vector<double>& out) {
@@ -163,44 +163,6 @@ TEST(FlexCatalog, MatchesNaiveEvaluation) {
   }
 }
 
-// A BlockMask built the way torch's create_block_mask builds one: a block is full when every
-// element is visible, partial when some are, and absent otherwise.
-struct HostBlockMask {
-  HostTensor kv_num, kv_idx, full_num, full_idx;
-  BlockMaskView view;
-};
-
-HostBlockMask build_block_mask(const FlexCase& c, int64_t bq, int64_t bk, int64_t mb, int64_t mh, const MaskFn& mask,
-                               bool use_full = true) {
-  const int64_t nq = (c.Sq + bq - 1) / bq, nk = (c.Sk + bk - 1) / bk;
-  HostBlockMask m{HostTensor(DType::kInt32, {mb, mh, nq}), HostTensor(DType::kInt32, {mb, mh, nq, nk}),
-                  HostTensor(DType::kInt32, {mb, mh, nq}), HostTensor(DType::kInt32, {mb, mh, nq, nk}), {}};
-  for (int64_t b = 0; b < mb; ++b)
-    for (int64_t h = 0; h < mh; ++h)
-      for (int64_t r = 0; r < nq; ++r) {
-        int64_t np = 0, nf = 0;
-        for (int64_t kb = 0; kb < nk; ++kb) {
-          int64_t vis = 0, tot = 0;
-          for (int64_t i = r * bq; i < std::min(c.Sq, (r + 1) * bq); ++i)
-            for (int64_t j = kb * bk; j < std::min(c.Sk, (kb + 1) * bk); ++j, ++tot) vis += mask(b, h, i, j);
-          const int64_t base = ((b * mh + h) * nq + r) * nk;
-          if (vis == tot && use_full) m.full_idx.set(base + nf++, static_cast<double>(kb));
-          else if (vis > 0) m.kv_idx.set(base + np++, static_cast<double>(kb));
-        }
-        m.kv_num.set((b * mh + h) * nq + r, static_cast<double>(np));
-        m.full_num.set((b * mh + h) * nq + r, static_cast<double>(nf));
-      }
-  m.view.kv_num_blocks = m.kv_num.view;
-  m.view.kv_indices = m.kv_idx.view;
-  if (use_full) {
-    m.view.full_kv_num_blocks = m.full_num.view;
-    m.view.full_kv_indices = m.full_idx.view;
-  }
-  m.view.block_q = bq;
-  m.view.block_k = bk;
-  return m;
-}
-
 TEST(FlexBlockMask, SkippingEqualsFullEvaluation) {
   FlexCase c;
   c.Sq = 70;
@@ -209,7 +171,7 @@ TEST(FlexBlockMask, SkippingEqualsFullEvaluation) {
   const MaskFn causal = [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; };
   for (auto [bq, bk, use_full] : {std::tuple{16, 16, true}, std::tuple{32, 16, false}, std::tuple{128, 128, true}}) {
     SCOPED_TRACE("bq=" + std::to_string(bq) + " bk=" + std::to_string(bk));
-    HostBlockMask bm = build_block_mask(c, bq, bk, 1, 1, causal, use_full);  // broadcast over B and H
+    HostBlockMask bm = build_block_mask(c.Sq, c.Sk, bq, bk, 1, 1, causal, use_full);  // broadcast over B and H
     FlexTensors u = t;
     FlexFwdParams p = params(u);
     p.mods.causal = true;
@@ -231,7 +193,7 @@ TEST(FlexBlockMask, UnlistedBlocksAreSkippedAndFullBlocksSkipMaskMod) {
   // Per-head lists: head h lists only key blocks kb with (kb + h) even, all as "full", while the
   // mask_mod (causal) is deliberately not applied to full blocks.
   const MaskFn pattern = [](int64_t, int64_t h, int64_t, int64_t j) { return ((j / 16) + h) % 2 == 0; };
-  HostBlockMask bm = build_block_mask(c, 16, 16, c.B, c.Hq, pattern);
+  HostBlockMask bm = build_block_mask(c.Sq, c.Sk, 16, 16, c.B, c.Hq, pattern);
   FlexFwdParams p = params(t);
   p.mods.causal = true;
   p.block_mask = bm.view;
@@ -280,7 +242,7 @@ TEST(FlexBackward, GradientsThroughScoreModMatchFiniteDifferences) {
     m.softcap = 2.0;
     m.causal = true;
   };
-  HostBlockMask bm = build_block_mask(c, 16, 16, 1, 1, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+  HostBlockMask bm = build_block_mask(c.Sq, c.Sk, 16, 16, 1, 1, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
   FlexFwdParams p = params(t);
   set_mods(p.mods);
   p.block_mask = bm.view;

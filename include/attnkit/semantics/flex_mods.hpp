@@ -30,48 +30,117 @@ struct NoMaskMod {
 template <class M>
 inline constexpr bool is_no_mask_v = std::is_same_v<M, NoMaskMod>;
 
-// rel_bias, then ALiBi, then tanh softcap — each part off while its pointer / value is unset.
-struct CatalogScoreMod {
-  const float* rel_bias = nullptr;  // [H|1, 2*Sk-1]: bias of distance q - kv at index q - kv + Sk - 1
-  int64_t rel_bias_head_stride = 0;  // 0 when broadcast over heads
-  int64_t rel_bias_stride = 1;
+// The catalog's score mods, each a functor of its own.
+struct RelBiasScoreMod {
+  const float* table = nullptr;  // [H|1, 2*Sk-1]: bias of distance q - kv at index q - kv + Sk - 1
+  int64_t head_stride = 0;       // 0 when broadcast over heads
+  int64_t stride = 1;
   int64_t sk = 0;
-  const float* alibi_slopes = nullptr;  // [H]
-  int64_t alibi_stride = 1;
-  float softcap = 0.f;
-
   template <class T>
   ATTNKIT_HD T operator()(T s, int64_t, int64_t h, int64_t q, int64_t kv, T* ds) const {
-    if (rel_bias) s += static_cast<T>(rel_bias[h * rel_bias_head_stride + (q - kv + sk - 1) * rel_bias_stride]);
-    if (alibi_slopes) s += static_cast<T>(alibi_slopes[h * alibi_stride]) * static_cast<T>(kv - q);
     *ds = T(1);
-    if (softcap > 0.f) {
-      const T c = static_cast<T>(softcap);
-      const T t = std::tanh(s / c);
-      *ds = T(1) - t * t;
-      s = c * t;
-    }
+    return s + static_cast<T>(table[h * head_stride + (q - kv + sk - 1) * stride]);
+  }
+};
+
+struct AlibiScoreMod {
+  const float* slopes = nullptr;  // [H]
+  int64_t stride = 1;
+  template <class T>
+  ATTNKIT_HD T operator()(T s, int64_t, int64_t h, int64_t q, int64_t kv, T* ds) const {
+    *ds = T(1);
+    return s + static_cast<T>(slopes[h * stride]) * static_cast<T>(kv - q);
+  }
+};
+
+struct SoftcapScoreMod {
+  float cap = 0.f;  // > 0
+  template <class T>
+  ATTNKIT_HD T operator()(T s, int64_t, int64_t, int64_t, int64_t, T* ds) const {
+    const T c = static_cast<T>(cap);
+    const T t = std::tanh(s / c);
+    *ds = T(1) - t * t;
+    return c * t;
+  }
+};
+
+// rel_bias, then ALiBi, then tanh softcap — each part off while its table / value is unset.
+// Kernels call for_each_part and apply each enabled part to a whole tile in turn (one small loop
+// per part instead of every part's code inlined per element); operator() is the composition.
+struct CatalogScoreMod {
+  RelBiasScoreMod rel_bias;
+  AlibiScoreMod alibi;
+  SoftcapScoreMod softcap;
+
+  template <class F>
+  ATTNKIT_HD void for_each_part(F&& f) const {
+    if (rel_bias.table) f(rel_bias);
+    if (alibi.slopes) f(alibi);
+    if (softcap.cap > 0.f) f(softcap);
+  }
+  template <class T>
+  ATTNKIT_HD T operator()(T s, int64_t b, int64_t h, int64_t q, int64_t kv, T* ds) const {
+    T d = T(1);
+    for_each_part([&](const auto& part) {
+      T dp;
+      s = part(s, b, h, q, kv, &dp);
+      d *= dp;
+    });
+    *ds = d;
     return s;
   }
 };
 
+// The catalog's mask mods, each a functor of its own.
+struct CausalMaskMod {
+  ATTNKIT_HD bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return kv <= q; }
+};
+
+// Causal, and the first prefix[b] keys visible to every query (prefix-LM).
+struct PrefixLmMaskMod {
+  const int32_t* prefix_lengths = nullptr;  // [B]
+  int64_t stride = 1;
+  ATTNKIT_HD bool operator()(int64_t b, int64_t, int64_t q, int64_t kv) const {
+    return kv <= q || kv < prefix_lengths[b * stride];
+  }
+};
+
+struct SlidingWindowMaskMod {
+  int64_t window = -1;  // visible when q - kv <= window
+  ATTNKIT_HD bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return q - kv <= window; }
+};
+
+struct DocumentMaskMod {
+  const int32_t* doc_q = nullptr;   // [B, Sq] document id of each query
+  const int32_t* doc_kv = nullptr;  // [B, Sk] document id of each key
+  int64_t q_strides[2] = {0, 1};
+  int64_t kv_strides[2] = {0, 1};
+  ATTNKIT_HD bool operator()(int64_t b, int64_t, int64_t q, int64_t kv) const {
+    return doc_q[b * q_strides[0] + q * q_strides[1]] == doc_kv[b * kv_strides[0] + kv * kv_strides[1]];
+  }
+};
+
 // causal (with an optional prefix-LM prefix), sliding window, document ids — and-ed together.
+// As with CatalogScoreMod, kernels apply the enabled parts one pass each (for_each_part).
 struct CatalogMaskMod {
   bool causal = false;
-  const int32_t* prefix_lengths = nullptr;  // [B]: with causal, kv < prefix[b] is visible too
-  int64_t prefix_stride = 1;
-  int64_t window = -1;                      // >= 0: visible only when q - kv <= window
-  const int32_t* doc_q = nullptr;           // [B, Sq] document id of each query
-  const int32_t* doc_kv = nullptr;          // [B, Sk] document id of each key
-  int64_t doc_q_strides[2] = {0, 1};
-  int64_t doc_kv_strides[2] = {0, 1};
+  PrefixLmMaskMod prefix;  // with causal and prefix.prefix_lengths set: causal or inside the prefix
+  SlidingWindowMaskMod window;  // on while window.window >= 0
+  DocumentMaskMod document;     // on while document.doc_q is set
 
-  ATTNKIT_HD bool operator()(int64_t b, int64_t, int64_t q, int64_t kv) const {
-    if (causal && kv > q && !(prefix_lengths && kv < prefix_lengths[b * prefix_stride])) return false;
-    if (window >= 0 && q - kv > window) return false;
-    if (doc_q && doc_q[b * doc_q_strides[0] + q * doc_q_strides[1]] != doc_kv[b * doc_kv_strides[0] + kv * doc_kv_strides[1]])
-      return false;
-    return true;
+  template <class F>
+  ATTNKIT_HD void for_each_part(F&& f) const {
+    if (causal) {
+      if (prefix.prefix_lengths) f(prefix);
+      else f(CausalMaskMod{});
+    }
+    if (window.window >= 0) f(window);
+    if (document.doc_q) f(document);
+  }
+  ATTNKIT_HD bool operator()(int64_t b, int64_t h, int64_t q, int64_t kv) const {
+    bool visible = true;
+    for_each_part([&](const auto& part) { visible = visible && part(b, h, q, kv); });
+    return visible;
   }
 };
 

@@ -9,7 +9,7 @@
 #include "src/cuda/attention/fwd_epilogue.cuh"
 #include "src/cuda/attention/fwd_producer.cuh"
 #include "src/cuda/attention/mma.cuh"
-#include "src/cuda/attention/softmax.cuh"
+#include "src/cuda/attention/fwd_variant.cuh"
 
 namespace attnkit::cuda::attn {
 
@@ -24,9 +24,11 @@ struct IssueTurns {
   }
 };
 
-template <class Traits>
+template <class Traits, class Variant>
 struct Consumer {
   using T = Traits;
+  using Tile = typename Variant::template Tile<Traits>;
+  using Scores = typename Variant::template Scores<Traits>;
   using Element = typename T::Element;
   typename T::TiledMmaQK mma_qk;
   typename T::TiledMmaPV mma_pv;
@@ -35,7 +37,7 @@ struct Consumer {
 
   CUTE_DEVICE Consumer() : thread_idx(threadIdx.x - 128), wg(__shfl_sync(0xffffffff, (threadIdx.x - 128) / 128, 0)) {}
 
-  CUTE_DEVICE void run(const FwdParams<T>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
+  CUTE_DEVICE void run(const FwdParams<T, Variant>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
                        typename T::Pipeline& pipe_v) {
     const IssueTurns turns{wg};
     turns.start();
@@ -45,14 +47,15 @@ struct Consumer {
       smem.barrier_q_full[buf].wait((j / T::kQStages) & 1);  // Q landed, or the end was published
       const int t = *const_cast<volatile int*>(&smem.tile[buf]);
       if (t >= params.args.num_tiles) break;
-      mainloop_and_epilogue(params.args, smem, pipe_k, pipe_v, state, turns, t, buf);
+      mainloop_and_epilogue(params, smem, pipe_k, pipe_v, state, turns, t, buf);
     }
   }
 
-  CUTE_DEVICE void mainloop_and_epilogue(const AttnFwdArgs& a, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
+  CUTE_DEVICE void mainloop_and_epilogue(const FwdParams<T, Variant>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
                                          typename T::Pipeline& pipe_v, typename T::PipelineState& state,
                                          const IssueTurns& turns, int t, int q_buf) {
-    const TileInfo<T> tile(a, t);
+    const AttnFwdArgs& a = params.args;
+    const Tile tile(a, params.extra, t);
     Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
     Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
@@ -68,28 +71,18 @@ struct Consumer {
         make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kBlockN>>{})));  // (row, col) of each S register
     constexpr int kRows = decltype(size<0>(cS))::value;
 
-    const bool softcap = a.softcap > 0.f;
-    OnlineSoftmax<kRows> softmax(softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E));
-    const float softcap_in = softcap ? a.scale / a.softcap : 0.f;
-    const int m_block = tile.m_block;
-    // A key tile needs per-element masking unless all of it is visible to all 64 rows of this
-    // warpgroup (the common case away from the diagonal and the sequence end).
-    const int wg_row_first = m_block * T::kBlockM + wg * 64, wg_row_last = wg_row_first + 63;
-    auto needs_mask = [&](int n) {
-      const int c0 = n * T::kBlockN, c1 = c0 + T::kBlockN - 1;
-      return c1 >= tile.seq.seqlen_k || tile.rule.lo(wg_row_last) > c0 || tile.rule.hi(wg_row_first) < c1;
-    };
+    const Scores scores(a, params.extra, tile, wg);
+    OnlineSoftmax<kRows> softmax(scores.scale_log2());
     float corr[kRows];
-    auto scores_to_probs = [&](int n) {
+    auto scores_to_probs = [&](int i) {  // the i-th visited key tile
       Tensor s_rc = as_rowcol(tSrS);
-      if (softcap) apply_softcap(s_rc, softcap_in, a.softcap);
-      if (needs_mask(n)) apply_mask(s_rc, cS, tile.rule, m_block * T::kBlockM, n * T::kBlockN);
+      scores.apply(s_rc, cS, i, tile.key_tile(i));
       softmax.step(s_rc, corr);
     };
 
     clear(tOrO);
-    int n = tile.n_end - 1;
-    if (n >= tile.n_begin) {
+    const int count = tile.num_key_tiles();
+    if (count > 0) {
       pipe_k.consumer_wait(state);
       turns.wait();
       gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
@@ -97,9 +90,9 @@ struct Consumer {
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       pipe_k.consumer_release(state);
-      scores_to_probs(n);
+      scores_to_probs(0);
       convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
-      for (--n; n >= tile.n_begin; --n) {
+      for (int i = 1; i < count; ++i) {
         typename T::PipelineState state_v = state;  // V of the previous key tile
         ++state;
         pipe_k.consumer_wait(state);
@@ -111,7 +104,10 @@ struct Consumer {
         warpgroup_wait<1>();  // S_n ready; P.V still running
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state);
-        scores_to_probs(n);
+        // A variant whose score pass needs many registers (flex's score mods) first lets P.V
+        // finish: the in-flight WGMMA pins P's registers until then.
+        if (scores.wait_before_apply()) warpgroup_wait<0>();
+        scores_to_probs(i);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(state_v);
@@ -131,7 +127,7 @@ struct Consumer {
     smem.barrier_q_empty[q_buf].arrive();  // Q is no longer read: the producer may refill the buffer
 
     float inv_sum[kRows], lse[kRows];
-    softmax.finalize(inv_sum, lse, softcap ? 1.f : a.scale);
+    softmax.finalize(inv_sum, lse, scores.lse_scale());
     Tensor o_rc = as_rowcol(tOrO);
     rescale_rows(o_rc, inv_sum);
     Tensor tOrO_out = make_tensor<Element>(tOrO.layout());
@@ -139,7 +135,7 @@ struct Consumer {
     Tensor cO = as_rowcol(mma_pv.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
     // The tile's description is derived again rather than kept live through the main loop.
-    store_output<T>(a, TileInfo<T>(a, t), as_rowcol(tOrO_out), cO, lse);
+    store_output<T>(a, Tile(a, params.extra, t), as_rowcol(tOrO_out), cO, lse);
   }
 };
 

@@ -7,8 +7,8 @@
 
 namespace attnkit::cuda::attn {
 
-template <class Traits, class TensorO, class TensorC, int kRows>
-CUTE_DEVICE void store_output(const AttnFwdArgs& a, const TileInfo<Traits>& tile, TensorO const& o_rc, TensorC const& coord_rc,
+template <class Traits, class Tile, class TensorO, class TensorC, int kRows>
+CUTE_DEVICE void store_output(const AttnFwdArgs& a, const Tile& tile, TensorO const& o_rc, TensorC const& coord_rc,
                               const float (&lse)[kRows]) {
   using Element = typename Traits::Element;
   const bool varlen = a.cu_seqlens_q != nullptr;

@@ -1,6 +1,7 @@
 // src/cuda/attention/fwd_kernel.cuh — softmax attention forward on Hopper: the kernel entry.
 //
-// Persistent CTAs of 3 warpgroups walk the tiles of fwd_tile.cuh. Warpgroup 0 is the producer
+// Persistent CTAs of 3 warpgroups walk the tiles of fwd_tile.cuh (or of the Variant's Tile:
+// fwd_variant.cuh; flex attention is the other variant). Warpgroup 0 is the producer
 // (fwd_producer.cuh: TMA loads of Q, K, V; registers given away); warpgroups 1 and 2 are the
 // consumers (fwd_consumer.cuh: WGMMA, online softmax, epilogue), 64 query rows each.
 // Shared state: the K and V pipelines (kStages buffers each), and per Q buffer (kQStages) two
@@ -32,8 +33,9 @@ CUTE_DEVICE typename Traits::Pipeline make_pipeline(typename Traits::Pipeline::S
                                                                      Traits::kTmaBytesKV);
 }
 
-template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, 1) attention_fwd_kernel(CUTE_GRID_CONSTANT const FwdParams<Traits> params) {
+template <class Traits, class Variant>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    attention_fwd_kernel(CUTE_GRID_CONSTANT const FwdParams<Traits, Variant> params) {
   using T = Traits;
   extern __shared__ char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
@@ -57,13 +59,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) attention_fwd_kernel(CUTE
     if (warp == 0 && cute::elect_one_sync()) {
       auto pipe_k = make_pipeline<T>(smem.pipeline_k, true);
       auto pipe_v = make_pipeline<T>(smem.pipeline_v, true);
-      producer<T>(params, smem, pipe_k, pipe_v);
+      producer(params, smem, pipe_k, pipe_v);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
     auto pipe_k = make_pipeline<T>(smem.pipeline_k, false);
     auto pipe_v = make_pipeline<T>(smem.pipeline_v, false);
-    Consumer<T>().run(params, smem, pipe_k, pipe_v);
+    Consumer<T, Variant>().run(params, smem, pipe_k, pipe_v);
   }
 }
 

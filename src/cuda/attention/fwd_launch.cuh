@@ -1,5 +1,6 @@
 // src/cuda/attention/fwd_launch.cuh — host side of one forward instantiation: TMA descriptors over
-// the caller's strided tensors, grid, shared memory, launch.
+// the caller's strided tensors, grid, shared memory, launch. Shared by the variants
+// (fwd_variant.cuh): softmax attention here, flex attention in src/cuda/flex/.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -11,15 +12,16 @@
 
 namespace attnkit::cuda::attn {
 
-template <class Element, int kHeadDim>
-cudaError_t launch_attention_fwd(const AttnFwdArgs& a) {
+template <class Element, int kHeadDim, class Variant>
+cudaError_t launch_fwd(const AttnFwdArgs& a, const typename Variant::Args& extra) {
   using T = FwdTraits<Element, kHeadDim>;
   const bool varlen = a.cu_seqlens_q != nullptr;
   const int batch_dim = varlen ? 1 : a.batch;
   // A varlen tensor has no batch dim; give TMA a harmless non-zero stride for the unit one.
   auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };
-  FwdParams<T> p;
+  FwdParams<T, Variant> p;
   p.args = a;
+  p.extra = extra;
   p.shape_q = make_shape(a.seqlen_q, kHeadDim, a.heads_q, batch_dim);
   p.shape_k = make_shape(a.seqlen_k, kHeadDim, a.heads_kv, batch_dim);
   p.shape_vt = make_shape(kHeadDim, a.seqlen_k, a.heads_kv, batch_dim);
@@ -42,11 +44,16 @@ cudaError_t launch_attention_fwd(const AttnFwdArgs& a) {
   // The dynamic scheduler's counter starts at 0 on every launch (a memset node under graph capture).
   cudaError_t err0 = cudaMemsetAsync(a.tile_counter, 0, sizeof(int), static_cast<cudaStream_t>(a.stream));
   if (err0 != cudaSuccess) return err0;
-  auto kernel = attention_fwd_kernel<T>;
-  const cudaError_t smem_ok = ensure_dynamic_smem<attention_fwd_kernel<T>>(T::kSmemBytes);
+  auto kernel = attention_fwd_kernel<T, Variant>;
+  const cudaError_t smem_ok = ensure_dynamic_smem<attention_fwd_kernel<T, Variant>>(T::kSmemBytes);
   if (smem_ok != cudaSuccess) return smem_ok;
   kernel<<<grid, T::kThreads, T::kSmemBytes, static_cast<cudaStream_t>(a.stream)>>>(p);
   return cudaGetLastError();
+}
+
+template <class Element, int kHeadDim>
+cudaError_t launch_attention_fwd(const AttnFwdArgs& a) {
+  return launch_fwd<Element, kHeadDim, DenseVariant>(a, {});
 }
 
 }  // namespace attnkit::cuda::attn

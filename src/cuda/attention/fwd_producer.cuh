@@ -3,15 +3,15 @@
 // first) through two TMA pipelines. One elected thread issues everything.
 #pragma once
 #include "attnkit/semantics/heads.hpp"
-#include "src/cuda/attention/fwd_tile.cuh"
 #include "src/cuda/attention/fwd_traits.cuh"
+#include "src/cuda/attention/fwd_variant.cuh"
 
 namespace attnkit::cuda::attn {
 
-template <class Traits>
-CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
-                           typename Traits::Pipeline& pipe_v, typename Traits::PipelineState& state, const TileInfo<Traits>& tile,
-                           int q_buf) {
+template <class Traits, class Variant, class Tile>
+CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem,
+                           typename Traits::Pipeline& pipe_k, typename Traits::Pipeline& pipe_v,
+                           typename Traits::PipelineState& state, const Tile& tile, int q_buf) {
   using T = Traits;
   Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
@@ -34,7 +34,9 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::Sha
 
   smem.barrier_q_full[q_buf].arrive_and_expect_tx(T::kTmaBytesQ);
   copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.barrier_q_full[q_buf]), 0), tQgQ, tQsQ);
-  for (int n = tile.n_end - 1; n >= tile.n_begin; --n) {
+  const int count = tile.num_key_tiles();
+  for (int i = 0; i < count; ++i) {
+    const int n = tile.key_tile(i);
     pipe_k.producer_acquire(state);
     copy(params.tma_k.with(*pipe_k.producer_get_barrier(state), 0), tKgK(_, n), tKsK(_, state.index()));
     pipe_v.producer_acquire(state);
@@ -49,15 +51,16 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits>& params, typename Traits::Sha
 // consumers read it after waiting on the barrier (the arrive releases, the wait acquires). A tile
 // index past the end, published with a plain arrive, tells the consumers to stop.
 // The j-th tile of a CTA uses Q buffer j % kQStages.
-template <class Traits>
-CUTE_DEVICE void producer(const FwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_k,
-                          typename Traits::Pipeline& pipe_v) {
+template <class Traits, class Variant>
+CUTE_DEVICE void producer(const FwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem,
+                          typename Traits::Pipeline& pipe_k, typename Traits::Pipeline& pipe_v) {
+  using Tile = typename Variant::template Tile<Traits>;
   const AttnFwdArgs& a = params.args;
   typename Traits::PipelineState state = cutlass::make_producer_start_state<typename Traits::Pipeline>();
   auto next_tile = [&] { return static_cast<int>(gridDim.x) + atomicAdd(a.tile_counter, 1); };
   constexpr int kQ = Traits::kQStages;
   for (int t = blockIdx.x, j = 0;; t = next_tile(), ++j) {
-    while (t < a.num_tiles && TileInfo<Traits>(a, t).skip()) t = next_tile();
+    while (t < a.num_tiles && Tile(a, params.extra, t).skip()) t = next_tile();
     const int buf = j % kQ;
     if (j >= kQ) smem.barrier_q_empty[buf].wait((j / kQ - 1) & 1);  // consumers done with tile j - kQ
     *const_cast<volatile int*>(&smem.tile[buf]) = t;
@@ -65,7 +68,7 @@ CUTE_DEVICE void producer(const FwdParams<Traits>& params, typename Traits::Shar
       smem.barrier_q_full[buf].arrive();
       break;
     }
-    load_tile<Traits>(params, smem, pipe_k, pipe_v, state, TileInfo<Traits>(a, t), buf);
+    load_tile(params, smem, pipe_k, pipe_v, state, Tile(a, params.extra, t), buf);
   }
   pipe_k.producer_tail(state);
   pipe_v.producer_tail(state);

@@ -43,6 +43,8 @@ struct TileInfo {
   MaskRuleT<int> rule;
   int n_begin, n_end;  // key tiles [n_begin, n_end) that some row of this query tile sees
 
+  template <class Extra>
+  CUTE_DEVICE TileInfo(const AttnFwdArgs& a, const Extra&, int tile) : TileInfo(a, tile) {}
   CUTE_DEVICE TileInfo(const AttnFwdArgs& a, int tile)
       : m_block(a.num_m_blocks - 1 - tile % a.num_m_blocks),
         head((tile / a.num_m_blocks) % a.heads_q),
@@ -60,6 +62,10 @@ struct TileInfo {
   }
   // The query tile lies past the end of this (varlen) sequence: nothing to do.
   CUTE_DEVICE bool skip() const { return m_block * Traits::kBlockM >= seq.seqlen_q; }
+  // The key tiles in the order producer and consumers walk them: the last first (the one the
+  // sequence end or the causal diagonal cuts, so the running max starts there).
+  CUTE_DEVICE int num_key_tiles() const { return n_end - n_begin; }
+  CUTE_DEVICE int key_tile(int i) const { return n_end - 1 - i; }
 };
 
 }  // namespace attnkit::cuda::attn

@@ -86,14 +86,16 @@ struct FwdTraits {
   }
 };
 
-// The kernel's parameter block: TMA descriptors over the caller's tensors plus the plain args.
-template <class Traits>
+// The kernel's parameter block: TMA descriptors over the caller's tensors, the plain args, and
+// what the variant (fwd_variant.cuh) adds.
+template <class Traits, class Variant>
 struct FwdParams {
   typename Traits::TmaQ tma_q;
   typename Traits::TmaK tma_k;
   typename Traits::TmaV tma_v;
   typename Traits::ShapeQKV shape_q, shape_k, shape_vt;
   AttnFwdArgs args;
+  typename Variant::Args extra;
 };
 
 }  // namespace attnkit::cuda::attn

@@ -1,0 +1,88 @@
+"""bench/bench_flex.py — attnkit's flex attention forward beside torch.compile(flex_attention) in
+one process: ../shared/PEERS.md's flex table (D = 128, 16 heads, B*S = 16384, bf16) with the
+same mod objects on both sides (attnkit.flex's catalog mods are torch mods too), and the dense
+softmax attention of attnkit at the same shape for the block-sparse efficiency bar.
+
+    python3 bench/bench_flex.py [--out DIR] [--quick]
+
+attnkit is the pip-built package (scripts/setup_python.sh). Timing: triton's do_bench median.
+TFLOP/s count only visited blocks, as PEERS.md: 4*B*H*S^2*D * (1 - BlockMask sparsity). Also
+reported: attnkit's dense (no mask) forward TFLOP/s, and each sparse case's fraction of it.
+Accuracy: max |attnkit - torch flex| (both bf16).
+"""
+import argparse, os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+import torch._dynamo
+from torch.nn.attention.flex_attention import create_block_mask
+from torch.nn.attention.flex_attention import flex_attention as torch_flex
+from triton.testing import do_bench
+
+import attnkit
+from attnkit import flex
+from bench_attention import device_meta, write_rows
+
+D, H = 128, 16
+
+
+def cases(S, dev):
+    torch.manual_seed(0)
+    docs = torch.randint(0, 8, (1, S), device=dev, dtype=torch.int32).sort(dim=1).values
+    slopes = (torch.arange(H, device=dev, dtype=torch.float32) + 1) * 0.01
+    return [  # name, score mod, mask mod, PEERS.md's torch flex fwd TFLOP/s on an H200 (S = 16384)
+        ("noop", None, None, 485),
+        ("causal", None, flex.causal(), 411),
+        ("sliding1024", None, flex.and_masks(flex.causal(), flex.sliding_window(1024)), 345),
+        ("document_causal", None, flex.and_masks(flex.causal(), flex.document_mask(docs)), 322),
+        ("alibi_causal", flex.alibi(slopes), flex.causal(), 376),
+        ("softcap_causal", flex.softcap(30.0), flex.causal(), 192),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=".")
+    ap.add_argument("--quick", action="store_true", help="S = 2048 only")
+    args = ap.parse_args()
+    dev = "cuda"
+    torch._dynamo.config.cache_size_limit = 256
+    meta = device_meta()
+    rows = []
+    print(f"{'case':18} {'S':>6} {'density':>8} {'attnkit':>9} {'torch':>9} {'speedup':>8} {'of dense':>9} "
+          f"{'max diff':>9}")
+    for S in ((2048,) if args.quick else (16384,)):
+        B = max(1, 16384 // S)
+        q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
+        dense_ms = None
+        for name, sm, mm, peer in cases(S, dev):
+            torch._dynamo.reset()
+            compiled = torch.compile(torch_flex, dynamic=False, fullgraph=True)
+            bm = create_block_mask(mm, B, None, S, S, device=dev) if mm is not None else None
+            density = 1.0 if bm is None else 1.0 - bm.sparsity() / 100.0
+            fl = 4 * B * H * S * S * D * density
+
+            def ours():
+                return attnkit.flex_attention(q, k, v, score_mod=sm, block_mask=bm)
+
+            def theirs():
+                return compiled(q, k, v, score_mod=sm, block_mask=bm)
+
+            err = (ours().float() - theirs().float()).abs().max().item()
+            ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
+            peer_ms = do_bench(theirs, warmup=25, rep=200, return_mode="median")
+            if name == "noop":
+                dense_ms = ms
+            tf, peer_tf = fl / ms / 1e9, fl / peer_ms / 1e9
+            dense_tf = 4 * B * H * S * S * D / dense_ms / 1e9
+            row = dict(meta, op="flex_fwd", case=name, B=B, H=H, S=S, D=D, density=density, ms=ms, torch_ms=peer_ms,
+                       tflops=tf, torch_tflops=peer_tf, speedup_vs_torch=peer_ms / ms, bar=1.3,
+                       fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer, max_diff_vs_torch=err)
+            rows.append(row)
+            print(f"{name:18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x {tf / dense_tf:8.2f} "
+                  f"{err:9.2e}", flush=True)
+    print("wrote", write_rows(args.out, "bench_flex.jsonl", rows))
+
+
+if __name__ == "__main__":
+    main()

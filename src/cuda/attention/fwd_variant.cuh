@@ -1,0 +1,65 @@
+// src/cuda/attention/fwd_variant.cuh — what varies between the kernels built on the forward
+// mainloop: which key tiles a query tile visits and what happens to a tile of scores before the
+// online softmax. A Variant names three things:
+//   Args                 extra kernel parameters beside AttnFwdArgs (FwdParams::extra)
+//   Tile<Traits>         built from (args, extra, tile index): m_block, head, batch, seq, skip(),
+//                        num_key_tiles(), key_tile(i) — the i-th key tile in visiting order
+//   Scores<Traits>       built per tile by a consumer: scale_log2(), lse_scale(),
+//                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n,
+//                        and wait_before_apply(): finish the previous P.V first (frees P's
+//                        registers for a heavy apply, at the cost of that overlap)
+// This file holds the softmax attention variant (mask rule, softcap); flex attention's is in
+// src/cuda/flex/fwd_variant.cuh.
+#pragma once
+#include <cmath>
+
+#include "src/cuda/attention/fwd_tile.cuh"
+#include "src/cuda/attention/softmax.cuh"
+
+namespace attnkit::cuda::attn {
+
+template <class Traits>
+struct DenseScores {
+  const AttnFwdArgs& a;
+  const TileInfo<Traits>& tile;
+  bool softcap;
+  float softcap_in;  // scale / softcap: tanh's argument per unit of q.k
+  int wg_row_first, wg_row_last;  // this warpgroup's 64 query rows of the tile
+
+  template <class Extra>
+  CUTE_DEVICE DenseScores(const AttnFwdArgs& a_, const Extra&, const TileInfo<Traits>& tile_, int wg)
+      : a(a_),
+        tile(tile_),
+        softcap(a_.softcap > 0.f),
+        softcap_in(a_.softcap > 0.f ? a_.scale / a_.softcap : 0.f),
+        wg_row_first(tile_.m_block * Traits::kBlockM + wg * 64),
+        wg_row_last(tile_.m_block * Traits::kBlockM + wg * 64 + 63) {}
+
+  // Scores stay in q.k units; the scale folds into the exponent (after a softcap: already applied).
+  CUTE_DEVICE float scale_log2() const { return softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
+  CUTE_DEVICE float lse_scale() const { return softcap ? 1.f : a.scale; }
+  CUTE_DEVICE bool wait_before_apply() const { return false; }
+
+  // A key tile needs per-element masking unless all of it is visible to all 64 rows of this
+  // warpgroup (the common case away from the diagonal and the sequence end).
+  CUTE_DEVICE bool needs_mask(int n) const {
+    const int c0 = n * Traits::kBlockN, c1 = c0 + Traits::kBlockN - 1;
+    return c1 >= tile.seq.seqlen_k || tile.rule.lo(wg_row_last) > c0 || tile.rule.hi(wg_row_first) < c1;
+  }
+
+  template <class TensorS, class TensorC>
+  CUTE_DEVICE void apply(TensorS& s_rc, TensorC const& coord_rc, int /*i*/, int n) const {
+    if (softcap) apply_softcap(s_rc, softcap_in, a.softcap);
+    if (needs_mask(n)) apply_mask(s_rc, coord_rc, tile.rule, tile.m_block * Traits::kBlockM, n * Traits::kBlockN);
+  }
+};
+
+struct DenseVariant {
+  struct Args {};
+  template <class Traits>
+  using Tile = TileInfo<Traits>;
+  template <class Traits>
+  using Scores = DenseScores<Traits>;
+};
+
+}  // namespace attnkit::cuda::attn

@@ -1,0 +1,197 @@
+// src/cuda/flex/fwd_variant.cuh — flex attention as a variant of the Hopper forward kernel
+// (src/cuda/attention/fwd_variant.cuh says what a variant is). The mainloop, pipelines, softmax
+// and epilogue are the softmax attention kernel's; flex changes two things:
+//   - which key tiles a query tile visits: the row of torch's BlockMask for this query block
+//     (its partial blocks, then its full ones), or every key tile when no BlockMask is given;
+//   - the scores: s = score_mod(scale * q.k, b, h, q, kv), then -inf where mask_mod says no
+//     (partial blocks only: mask_mod is skipped on full ones) or past the key sequence's end.
+// A query tile is one BlockMask row block (block_q == kBlockM); a BlockMask key block spans
+// block_k / kBlockN key tiles. q, k, v are [B, H, S, D] (the dense path's strides, varlen off).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "attnkit/semantics/flex_mods.hpp"
+#include "src/cuda/attention/fwd_tile.cuh"
+
+namespace attnkit::cuda::flex {
+
+using namespace cute;
+using attn::SeqInfo;
+
+// One BlockMask list pair (kv_num_blocks, kv_indices) or (full_kv_num_blocks, full_kv_indices).
+// Strides are in elements; a broadcast B or H dim has stride 0.
+struct BlockList {
+  const int32_t* num = nullptr;    // [B|1, H|1, rows]
+  const int32_t* index = nullptr;  // [B|1, H|1, rows, cols]
+  int64_t num_stride[3] = {};
+  int64_t index_stride[4] = {};
+
+  CUTE_HOST_DEVICE int count(int b, int h, int row) const {
+    return num ? num[b * num_stride[0] + h * num_stride[1] + row * num_stride[2]] : 0;
+  }
+  CUTE_HOST_DEVICE const int32_t* row(int b, int h, int row) const {
+    return index + b * index_stride[0] + h * index_stride[1] + row * index_stride[2];
+  }
+};
+
+template <class ScoreMod, class MaskMod>
+struct FlexArgs {
+  ScoreMod score_mod;
+  MaskMod mask_mod;
+  bool use_score_mod = true;  // false: identity (the scale then folds into the exponent)
+  bool use_mask_mod = true;   // false: every visited element is visible
+  bool block_mask = false;    // false: every key tile is visited, as partial
+  BlockList partial, full;
+  int tiles_per_block = 1;    // block_k / kBlockN
+};
+
+// Key tiles of one query tile, in visiting order: partial blocks first, then full ones. Only the
+// two counts live in registers; list addresses are recomputed from the kernel parameters.
+template <class Traits, class Args>
+struct FlexTile {
+  const Args& f;
+  int m_block, head, batch;
+  SeqInfo seq;
+  int n_partial = 0, n_full = 0;  // listed blocks (without a BlockMask: key tiles, all partial)
+
+  CUTE_DEVICE FlexTile(const AttnFwdArgs& a, const Args& f_, int tile)
+      : f(f_),
+        m_block(a.num_m_blocks - 1 - tile % a.num_m_blocks),
+        head((tile / a.num_m_blocks) % a.heads_q),
+        batch(tile / a.num_m_blocks / a.heads_q),
+        seq(a, batch) {
+    if (skip()) return;
+    if (!f.block_mask) {
+      n_partial = (seq.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
+      return;
+    }
+    n_partial = f.partial.count(batch, head, m_block);
+    n_full = f.full.count(batch, head, m_block);
+  }
+  CUTE_DEVICE bool skip() const { return m_block * Traits::kBlockM >= seq.seqlen_q; }
+  CUTE_DEVICE int sub() const { return f.block_mask ? f.tiles_per_block : 1; }  // key tiles per block
+  CUTE_DEVICE int num_key_tiles() const { return (n_partial + n_full) * sub(); }
+  CUTE_DEVICE bool is_full(int i) const { return i / sub() >= n_partial; }
+  CUTE_DEVICE int key_tile(int i) const {
+    if (!f.block_mask) return n_partial - 1 - i;  // the last tile first, as the dense path
+    const int block = i / f.tiles_per_block;
+    const int kb = block < n_partial ? f.partial.row(batch, head, m_block)[block * f.partial.index_stride[3]]
+                                     : f.full.row(batch, head, m_block)[(block - n_partial) * f.full.index_stride[3]];
+    return kb * f.tiles_per_block + i % f.tiles_per_block;
+  }
+};
+
+// A score mod made of parts (the catalog's for_each_part) is applied one part per pass.
+template <class M, class = void>
+inline constexpr bool has_parts_v = false;
+template <class M>
+inline constexpr bool has_parts_v<M, std::void_t<decltype(std::declval<const M&>().for_each_part(0))>> = true;
+
+template <class Traits, class Args>
+struct FlexScores {
+  using ScoreMod = decltype(Args::score_mod);
+  using MaskMod = decltype(Args::mask_mod);
+  const AttnFwdArgs& a;
+  const Args& f;
+  const FlexTile<Traits, Args>& tile;
+
+  CUTE_DEVICE FlexScores(const AttnFwdArgs& a_, const Args& f_, const FlexTile<Traits, Args>& tile_, int /*wg*/)
+      : a(a_), f(f_), tile(tile_) {}
+
+  // With a score mod the scores are already scaled (score_mod sees scale * q.k, as torch's).
+  CUTE_DEVICE float scale_log2() const { return f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
+  CUTE_DEVICE float lse_scale() const { return f.use_score_mod ? 1.f : a.scale; }
+  CUTE_DEVICE bool wait_before_apply() const { return f.use_score_mod; }
+
+  // s = mod(s, b, h, q, kv) over the tile. Rows past Sq (never stored) and columns past Sk
+  // (masked afterwards) are clamped so that a mod reading per-position tables stays inside them.
+  template <class Mod, class TensorS, class TensorC>
+  CUTE_DEVICE void score_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
+                              int sk) const {
+    const int64_t b = tile.batch, h = tile.head;
+    constexpr int kGroup = 16;  // columns per group, see below
+    CUTE_UNROLL
+    for (int mi = 0; mi < size<0>(s_rc); ++mi) {
+      const int q = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
+      CUTE_UNROLL
+      for (int n0 = 0; n0 < size<1>(s_rc); n0 += kGroup) {
+        // A mod that reads a table (rel_bias) would have all its loads of the tile hoisted ahead
+        // of the math: 64 values and 64-bit addresses live at once, 136 bytes of spills. A fake
+        // dependency on the previous group's last result (it adds 0 unless that score is NaN,
+        // and a NaN score stays NaN) keeps one group's loads in flight at a time.
+        const float prev = n0 > 0 ? s_rc(mi, n0 - 1) : 0.f;
+        const int q_group = min(q + (prev != prev ? 1 : 0), sq - 1);
+        CUTE_UNROLL
+        for (int ni = n0; ni < n0 + kGroup; ++ni) {
+          const int kv = min(col0 + get<1>(coord_rc(mi, ni)), sk - 1);
+          float ds;
+          s_rc(mi, ni) = mod(s_rc(mi, ni), b, h, int64_t(q_group), int64_t(kv), &ds);
+        }
+      }
+    }
+  }
+
+  // s = -inf where mod(b, h, q, kv) is false; indices clamped as in score_pass.
+  template <class Mod, class TensorS, class TensorC>
+  CUTE_DEVICE void mask_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
+                             int sk) const {
+    const int64_t b = tile.batch, h = tile.head;
+    CUTE_UNROLL
+    for (int mi = 0; mi < size<0>(s_rc); ++mi) {
+      const int q = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s_rc); ++ni) {
+        const int kv = min(col0 + get<1>(coord_rc(mi, ni)), sk - 1);
+        if (!mod(b, h, int64_t(q), int64_t(kv))) s_rc(mi, ni) = -INFINITY;
+      }
+    }
+  }
+
+  template <class TensorS, class TensorC>
+  CUTE_DEVICE void apply(TensorS& s_rc, TensorC const& coord_rc, int i, int n) const {
+    const int row0 = tile.m_block * Traits::kBlockM, col0 = n * Traits::kBlockN;
+    const int sq = tile.seq.seqlen_q, sk = tile.seq.seqlen_k;
+    if (f.use_score_mod) {
+      CUTE_UNROLL
+      for (int e = 0; e < size(s_rc); ++e) s_rc(e) *= a.scale;
+      if constexpr (has_parts_v<ScoreMod>) {
+        f.score_mod.for_each_part([&](const auto& part) { score_pass(part, s_rc, coord_rc, row0, col0, sq, sk); });
+      } else {
+        score_pass(f.score_mod, s_rc, coord_rc, row0, col0, sq, sk);
+      }
+    }
+    const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !tile.is_full(i);
+    if (use_mask) {
+      if constexpr (has_parts_v<MaskMod>) {
+        f.mask_mod.for_each_part([&](const auto& part) { mask_pass(part, s_rc, coord_rc, row0, col0, sq, sk); });
+      } else if constexpr (!is_no_mask_v<MaskMod>) {
+        mask_pass(f.mask_mod, s_rc, coord_rc, row0, col0, sq, sk);
+      }
+    }
+    if (col0 + Traits::kBlockN > sk) {  // the key tile crosses the sequence end
+      CUTE_UNROLL
+      for (int mi = 0; mi < size<0>(s_rc); ++mi)
+        CUTE_UNROLL
+        for (int ni = 0; ni < size<1>(s_rc); ++ni)
+          if (col0 + get<1>(coord_rc(mi, ni)) >= sk) s_rc(mi, ni) = -INFINITY;
+    }
+  }
+};
+
+template <class ScoreMod, class MaskMod>
+struct FlexVariant {
+  using Args = FlexArgs<ScoreMod, MaskMod>;
+  template <class Traits>
+  using Tile = FlexTile<Traits, Args>;
+  template <class Traits>
+  using Scores = FlexScores<Traits, Args>;
+};
+
+// The built-in catalog (flex.hpp's FlexMods): one instantiation per (dtype, head dim); which
+// parts are on is runtime (use_score_mod / use_mask_mod and the functors' own fields).
+using CatalogVariant = FlexVariant<CatalogScoreMod, CatalogMaskMod>;
+
+}  // namespace attnkit::cuda::flex

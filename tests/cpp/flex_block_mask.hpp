@@ -1,0 +1,51 @@
+// tests/cpp/flex_block_mask.hpp — a BlockMask in torch's format built on the host from a mask
+// function, for the CPU and GPU flex tests.
+#pragma once
+#include <functional>
+
+#include "test_util.hpp"
+
+namespace attnkit::test {
+
+using MaskFn = std::function<bool(int64_t, int64_t, int64_t, int64_t)>;
+
+// A BlockMask built the way torch's create_block_mask builds one: a block is full when every
+// element is visible, partial when some are, and absent otherwise.
+struct HostBlockMask {
+  HostTensor kv_num, kv_idx, full_num, full_idx;
+  BlockMaskView view;
+};
+
+// Lists of [mb, mh, ceil(sq / bq)] rows (mb, mh: 1 to broadcast over B, H).
+inline HostBlockMask build_block_mask(int64_t sq, int64_t sk, int64_t bq, int64_t bk, int64_t mb, int64_t mh,
+                                      const MaskFn& mask, bool use_full = true) {
+  const int64_t nq = (sq + bq - 1) / bq, nk = (sk + bk - 1) / bk;
+  HostBlockMask m{HostTensor(DType::kInt32, {mb, mh, nq}), HostTensor(DType::kInt32, {mb, mh, nq, nk}),
+                  HostTensor(DType::kInt32, {mb, mh, nq}), HostTensor(DType::kInt32, {mb, mh, nq, nk}), {}};
+  for (int64_t b = 0; b < mb; ++b)
+    for (int64_t h = 0; h < mh; ++h)
+      for (int64_t r = 0; r < nq; ++r) {
+        int64_t np = 0, nf = 0;
+        for (int64_t kb = 0; kb < nk; ++kb) {
+          int64_t vis = 0, tot = 0;
+          for (int64_t i = r * bq; i < std::min(sq, (r + 1) * bq); ++i)
+            for (int64_t j = kb * bk; j < std::min(sk, (kb + 1) * bk); ++j, ++tot) vis += mask(b, h, i, j);
+          const int64_t base = ((b * mh + h) * nq + r) * nk;
+          if (vis == tot && use_full) m.full_idx.set(base + nf++, static_cast<double>(kb));
+          else if (vis > 0) m.kv_idx.set(base + np++, static_cast<double>(kb));
+        }
+        m.kv_num.set((b * mh + h) * nq + r, static_cast<double>(np));
+        m.full_num.set((b * mh + h) * nq + r, static_cast<double>(nf));
+      }
+  m.view.kv_num_blocks = m.kv_num.view;
+  m.view.kv_indices = m.kv_idx.view;
+  if (use_full) {
+    m.view.full_kv_num_blocks = m.full_num.view;
+    m.view.full_kv_indices = m.full_idx.view;
+  }
+  m.view.block_q = bq;
+  m.view.block_k = bk;
+  return m;
+}
+
+}  // namespace attnkit::test

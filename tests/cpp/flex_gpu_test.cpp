@@ -1,0 +1,289 @@
+// tests/cpp/flex_gpu_test.cpp — the Hopper flex attention forward against the CPU backend.
+//
+// Reference: the CPU backend in float64 on the same (rounded) inputs, with the same mods and
+// BlockMask. Error rule (as the attention forward's): the GPU error may be at most twice the CPU
+// backend's own 16-bit run's error plus a small absolute term; LSE to 2e-3 relative, -inf where
+// the reference row is empty. Outputs and the workspace are poisoned with NaN before each launch.
+#include <algorithm>
+#include <memory>
+
+#include "attnkit/semantics/flex_catalog.hpp"
+#include "flex_block_mask.hpp"
+#include "gpu_util.hpp"
+
+namespace attnkit::test {
+namespace {
+
+struct FlexGpuCase {
+  int64_t B = 2, Hq = 4, Hkv = 2, Sq = 300, Sk = 300, D = 128;
+  DType dt = DType::kBFloat16;
+  bool causal = false, prefix = false, document = false, alibi = false, rel_bias = false;
+  int64_t window = -1;
+  double softcap = 0;
+  int block_mask = 1;  // 0: none, 1: per (b, h) lists, 2: broadcast over B and H
+  bool full_blocks = true;
+  int64_t block_k = 128;
+  MaskFn block_pattern;  // set: the BlockMask lists this pattern instead of the catalog mask
+  std::string name() const {
+    return "B" + std::to_string(B) + " Hq" + std::to_string(Hq) + " Hkv" + std::to_string(Hkv) + " Sq" + std::to_string(Sq) +
+           " Sk" + std::to_string(Sk) + " D" + std::to_string(D) + (dt == DType::kFloat16 ? " fp16" : " bf16") +
+           (causal ? " causal" : "") + (prefix ? " prefix" : "") + (document ? " doc" : "") + (alibi ? " alibi" : "") +
+           (rel_bias ? " rel_bias" : "") + (window >= 0 ? " window" + std::to_string(window) : "") +
+           (softcap > 0 ? " softcap" : "") + " blockmask" + std::to_string(block_mask) + (full_blocks ? "+full" : "") +
+           " bk" + std::to_string(block_k);
+  }
+};
+
+// The mod tables of a case, on the host (CPU runs) or copied to the device (GPU run).
+struct ModTables {
+  HostTensor alibi, rel_bias, prefix, doc_q, doc_kv;
+};
+
+ModTables make_tables(const FlexGpuCase& c, std::mt19937& rng) {
+  ModTables t{HostTensor(DType::kFloat32, {c.Hq}), HostTensor(DType::kFloat32, {c.Hq, 2 * c.Sk - 1}),
+              HostTensor(DType::kInt32, {c.B}), HostTensor(DType::kInt32, {c.B, c.Sq}), HostTensor(DType::kInt32, {c.B, c.Sk})};
+  for (int64_t h = 0; h < c.Hq; ++h) t.alibi.set(h, -std::pow(2.0, -8.0 * (h + 1) / c.Hq));
+  t.rel_bias.randn(rng);
+  for (int64_t b = 0; b < c.B; ++b) t.prefix.set(b, static_cast<double>((b * 37 + 11) % std::max<int64_t>(c.Sk, 1)));
+  // Documents: the same boundaries in query and key positions (scaled when Sq != Sk).
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t i = 0; i < c.Sq; ++i) t.doc_q.set(b * c.Sq + i, static_cast<double>((i * 5 / std::max<int64_t>(c.Sq, 1) + b) % 7));
+    for (int64_t j = 0; j < c.Sk; ++j) t.doc_kv.set(b * c.Sk + j, static_cast<double>((j * 5 / std::max<int64_t>(c.Sk, 1) + b) % 7));
+  }
+  return t;
+}
+
+FlexMods mods_of(const FlexGpuCase& c, const TensorView& alibi, const TensorView& rel_bias, const TensorView& prefix,
+                 const TensorView& doc_q, const TensorView& doc_kv) {
+  FlexMods m;
+  m.causal = c.causal;
+  m.sliding_window = c.window;
+  m.softcap = c.softcap;
+  if (c.alibi) m.alibi_slopes = alibi;
+  if (c.rel_bias) m.rel_bias = rel_bias;
+  if (c.prefix) m.prefix_lengths = prefix;
+  if (c.document) {
+    m.document_ids_q = doc_q;
+    m.document_ids_kv = doc_kv;
+  }
+  return m;
+}
+
+struct Run {
+  HostTensor out, lse;
+};
+
+Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const HostTensor& v, const ModTables& tables, DType dt,
+        bool on_gpu) {
+  HostTensor qh = q.to(dt), kh = k.to(dt), vh = v.to(dt);
+  Run r{HostTensor(dt, {c.B, c.Hq, c.Sq, c.D}), HostTensor(DType::kFloat32, {c.B, c.Hq, c.Sq})};
+  // The BlockMask comes from the catalog's own mask functor on the host tables.
+  const FlexMods host_mods = mods_of(c, tables.alibi.view, tables.rel_bias.view, tables.prefix.view, tables.doc_q.view,
+                                     tables.doc_kv.view);
+  const CatalogMaskMod mask = catalog_mask_mod(host_mods);
+  const MaskFn fn = c.block_pattern ? c.block_pattern : MaskFn([&](int64_t b, int64_t h, int64_t i, int64_t j) { return mask(b, h, i, j); });
+  std::unique_ptr<HostBlockMask> bm;
+  if (c.block_mask)
+    bm = std::make_unique<HostBlockMask>(build_block_mask(c.Sq, c.Sk, 128, c.block_k, c.block_mask == 1 ? c.B : 1,
+                                                          c.block_mask == 1 ? c.Hq : 1, fn, c.full_blocks));
+  FlexFwdParams p;
+  if (!on_gpu) {
+    p.q = qh.view;
+    p.k = kh.view;
+    p.v = vh.view;
+    p.out = r.out.view;
+    p.lse = r.lse.view;
+    p.mods = host_mods;
+    if (bm) p.block_mask = bm->view;
+    const Status st = flex_attention_forward(p);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return r;
+  }
+  DeviceTensor dq(qh), dk(kh), dv(vh), dout(r.out), dlse(r.lse);
+  DeviceTensor da(tables.alibi), drb(tables.rel_bias), dpre(tables.prefix), ddq(tables.doc_q), ddk(tables.doc_kv);
+  dout.poison();
+  dlse.poison();
+  p.q = dq.view;
+  p.k = dk.view;
+  p.v = dv.view;
+  p.out = dout.view;
+  p.lse = dlse.view;
+  p.mods = mods_of(c, da.view, drb.view, dpre.view, ddq.view, ddk.view);
+  std::unique_ptr<DeviceTensor> bn, bi, fn_, fi;
+  if (bm) {
+    bn = std::make_unique<DeviceTensor>(bm->kv_num);
+    bi = std::make_unique<DeviceTensor>(bm->kv_idx);
+    p.block_mask = bm->view;
+    p.block_mask.kv_num_blocks = bn->view;
+    p.block_mask.kv_indices = bi->view;
+    if (c.full_blocks) {
+      fn_ = std::make_unique<DeviceTensor>(bm->full_num);
+      fi = std::make_unique<DeviceTensor>(bm->full_idx);
+      p.block_mask.full_kv_num_blocks = fn_->view;
+      p.block_mask.full_kv_indices = fi->view;
+    }
+  }
+  DeviceScratch ws(flex_forward_workspace_size(p));
+  p.workspace = ws.workspace();
+  const Status st = flex_attention_forward(p);
+  EXPECT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  dout.copy_to(r.out);
+  dlse.copy_to(r.lse);
+  return r;
+}
+
+void check(const FlexGpuCase& c) {
+  SCOPED_TRACE(c.name());
+  std::mt19937 rng(11);
+  HostTensor q(DType::kFloat64, {c.B, c.Hq, c.Sq, c.D}), k(DType::kFloat64, {c.B, c.Hkv, c.Sk, c.D}),
+      v(DType::kFloat64, {c.B, c.Hkv, c.Sk, c.D});
+  q.randn(rng);
+  k.randn(rng);
+  v.randn(rng);
+  q = q.to(c.dt).to(DType::kFloat64);  // every run sees the same 16-bit values
+  k = k.to(c.dt).to(DType::kFloat64);
+  v = v.to(c.dt).to(DType::kFloat64);
+  const ModTables tables = make_tables(c, rng);
+  Run ref = run(c, q, k, v, tables, DType::kFloat64, false);
+  Run cpu16 = run(c, q, k, v, tables, c.dt, false);
+  Run gpu = run(c, q, k, v, tables, c.dt, true);
+  const auto o_ref = ref.out.values(), o_cpu = cpu16.out.values(), o_gpu = gpu.out.values();
+  ASSERT_TRUE(all_finite(o_gpu)) << "unwritten or non-finite outputs";
+  const double cpu_err = max_abs_diff(o_cpu, o_ref), gpu_err = max_abs_diff(o_gpu, o_ref);
+  EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3) << "gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err;
+  const auto l_ref = ref.lse.values(), l_gpu = gpu.lse.values();
+  for (size_t i = 0; i < l_ref.size(); ++i) {
+    if (std::isinf(l_ref[i])) {
+      ASSERT_TRUE(std::isinf(l_gpu[i]) && l_gpu[i] < 0) << "lse " << i << " = " << l_gpu[i];
+    } else {
+      ASSERT_NEAR(l_gpu[i], l_ref[i], 2e-3 * (1 + std::abs(l_ref[i]))) << "lse " << i;
+    }
+  }
+}
+
+class FlexGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(FlexGpu, NoModsHeadDimsAndAwkwardLengths) {
+  for (int64_t D : {64, 128, 256})
+    for (auto [sq, sk] : {std::pair{1, 17}, std::pair{63, 65}, std::pair{127, 1000}, std::pair{300, 129}}) {
+      FlexGpuCase c;
+      c.D = D;
+      c.Sq = sq;
+      c.Sk = sk;
+      c.block_mask = 0;
+      check(c);
+    }
+}
+
+TEST_F(FlexGpu, EveryCatalogModWithBlockMasks) {
+  auto base = [] {
+    FlexGpuCase c;
+    c.Sq = 333;
+    c.Sk = 400;
+    return c;
+  };
+  std::vector<FlexGpuCase> cases;
+  FlexGpuCase c = base();
+  c.causal = true;
+  cases.push_back(c);
+  c.full_blocks = false;  // every visited block partial
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.window = 100;  // sliding window
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.prefix = true;  // prefix-LM
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.document = true;  // document masking
+  cases.push_back(c);
+  c = base();
+  c.document = true;
+  c.block_mask = 0;  // no BlockMask: mask_mod everywhere
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.alibi = true;
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.softcap = 20;
+  cases.push_back(c);
+  c = base();
+  c.rel_bias = true;  // needs Sq <= Sk
+  c.softcap = 5;
+  c.alibi = true;
+  c.block_mask = 2;  // broadcast over B and H
+  cases.push_back(c);
+  for (const FlexGpuCase& x : cases) check(x);
+}
+
+TEST_F(FlexGpu, GqaRatiosFp16AndWideBlocks) {
+  for (int64_t ratio : {1, 4, 8}) {
+    FlexGpuCase c;
+    c.Hkv = 2;
+    c.Hq = 2 * ratio;
+    c.causal = true;
+    check(c);
+  }
+  FlexGpuCase f;
+  f.dt = DType::kFloat16;
+  f.causal = true;
+  f.window = 50;
+  check(f);
+  FlexGpuCase w;  // a 256-wide key block spans two key tiles
+  w.Sk = 700;
+  w.block_k = 256;
+  w.causal = true;
+  w.document = true;
+  check(w);
+  w.D = 256;  // D256's key tile is 64 wide: four per 256 block, two per 128 block
+  check(w);
+  w.block_k = 128;
+  check(w);
+}
+
+// Unlisted blocks are skipped and full blocks skip mask_mod: each head lists only the key blocks
+// (kb + h) even, all as full, while mods.causal is on — causal must not be applied to them.
+TEST_F(FlexGpu, UnlistedBlocksSkippedAndFullBlocksSkipMaskMod) {
+  FlexGpuCase c;
+  c.Sq = c.Sk = 512;
+  c.causal = true;
+  c.block_pattern = [](int64_t, int64_t h, int64_t, int64_t j) { return ((j / 128) + h) % 2 == 0; };
+  check(c);
+}
+
+TEST_F(FlexGpu, UnsupportedBlockSizesAreRefused) {
+  FlexGpuCase c;
+  c.Sq = c.Sk = 256;
+  HostTensor q(c.dt, {1, 1, 256, 128}), out(c.dt, {1, 1, 256, 128});
+  HostBlockMask bm = build_block_mask(256, 256, 64, 64, 1, 1, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
+  DeviceTensor dq(q), dk(q), dv(q), dout(out), bn(bm.kv_num), bi(bm.kv_idx);
+  FlexFwdParams p;
+  p.q = dq.view;
+  p.k = dk.view;
+  p.v = dv.view;
+  p.out = dout.view;
+  p.block_mask = bm.view;
+  p.block_mask.kv_num_blocks = bn.view;
+  p.block_mask.kv_indices = bi.view;
+  p.block_mask.full_kv_num_blocks = {};
+  p.block_mask.full_kv_indices = {};
+  DeviceScratch ws(flex_forward_workspace_size(p));
+  p.workspace = ws.workspace();
+  const Status st = flex_attention_forward(p);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("block_mask.block_q"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace attnkit::test
