@@ -11,9 +11,23 @@ using MaskFn = std::function<bool(int64_t, int64_t, int64_t, int64_t)>;
 
 // A BlockMask built the way torch's create_block_mask builds one: a block is full when every
 // element is visible, partial when some are, and absent otherwise.
+// The view is built on demand from the tensors, so copies and moves of the struct stay valid.
 struct HostBlockMask {
   HostTensor kv_num, kv_idx, full_num, full_idx;
-  BlockMaskView view;
+  int64_t block_q = 128, block_k = 128;
+  bool use_full = true;
+  BlockMaskView view() const {
+    BlockMaskView v;
+    v.kv_num_blocks = kv_num.view;
+    v.kv_indices = kv_idx.view;
+    if (use_full) {
+      v.full_kv_num_blocks = full_num.view;
+      v.full_kv_indices = full_idx.view;
+    }
+    v.block_q = block_q;
+    v.block_k = block_k;
+    return v;
+  }
 };
 
 // Lists of [mb, mh, ceil(sq / bq)] rows (mb, mh: 1 to broadcast over B, H).
@@ -21,7 +35,7 @@ inline HostBlockMask build_block_mask(int64_t sq, int64_t sk, int64_t bq, int64_
                                       const MaskFn& mask, bool use_full = true) {
   const int64_t nq = (sq + bq - 1) / bq, nk = (sk + bk - 1) / bk;
   HostBlockMask m{HostTensor(DType::kInt32, {mb, mh, nq}), HostTensor(DType::kInt32, {mb, mh, nq, nk}),
-                  HostTensor(DType::kInt32, {mb, mh, nq}), HostTensor(DType::kInt32, {mb, mh, nq, nk}), {}};
+                  HostTensor(DType::kInt32, {mb, mh, nq}), HostTensor(DType::kInt32, {mb, mh, nq, nk}), bq, bk, use_full};
   for (int64_t b = 0; b < mb; ++b)
     for (int64_t h = 0; h < mh; ++h)
       for (int64_t r = 0; r < nq; ++r) {
@@ -37,14 +51,6 @@ inline HostBlockMask build_block_mask(int64_t sq, int64_t sk, int64_t bq, int64_
         m.kv_num.set((b * mh + h) * nq + r, static_cast<double>(np));
         m.full_num.set((b * mh + h) * nq + r, static_cast<double>(nf));
       }
-  m.view.kv_num_blocks = m.kv_num.view;
-  m.view.kv_indices = m.kv_idx.view;
-  if (use_full) {
-    m.view.full_kv_num_blocks = m.full_num.view;
-    m.view.full_kv_indices = m.full_idx.view;
-  }
-  m.view.block_q = bq;
-  m.view.block_k = bk;
   return m;
 }
 

@@ -94,7 +94,7 @@ Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const Ho
     p.out = r.out.view;
     p.lse = r.lse.view;
     p.mods = host_mods;
-    if (bm) p.block_mask = bm->view;
+    if (bm) p.block_mask = bm->view();
     const Status st = flex_attention_forward(p);
     EXPECT_TRUE(st.ok()) << st.message();
     return r;
@@ -113,7 +113,7 @@ Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const Ho
   if (bm) {
     bn = std::make_unique<DeviceTensor>(bm->kv_num);
     bi = std::make_unique<DeviceTensor>(bm->kv_idx);
-    p.block_mask = bm->view;
+    p.block_mask = bm->view();
     p.block_mask.kv_num_blocks = bn->view;
     p.block_mask.kv_indices = bi->view;
     if (c.full_blocks) {
@@ -273,7 +273,7 @@ TEST_F(FlexGpu, UnsupportedBlockSizesAreRefused) {
   p.k = dk.view;
   p.v = dv.view;
   p.out = dout.view;
-  p.block_mask = bm.view;
+  p.block_mask = bm.view();
   p.block_mask.kv_num_blocks = bn.view;
   p.block_mask.kv_indices = bi.view;
   p.block_mask.full_kv_num_blocks = {};

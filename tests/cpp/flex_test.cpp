@@ -175,7 +175,7 @@ TEST(FlexBlockMask, SkippingEqualsFullEvaluation) {
     FlexTensors u = t;
     FlexFwdParams p = params(u);
     p.mods.causal = true;
-    p.block_mask = bm.view;
+    p.block_mask = bm.view();
     ASSERT_OK(flex_attention_forward(p));
     FlexTensors w = t;
     FlexFwdParams pw = params(w);
@@ -196,7 +196,7 @@ TEST(FlexBlockMask, UnlistedBlocksAreSkippedAndFullBlocksSkipMaskMod) {
   HostBlockMask bm = build_block_mask(c.Sq, c.Sk, 16, 16, c.B, c.Hq, pattern);
   FlexFwdParams p = params(t);
   p.mods.causal = true;
-  p.block_mask = bm.view;
+  p.block_mask = bm.view();
   ASSERT_OK(flex_attention_forward(p));
   std::vector<double> ref;
   naive(c, t, kIdentity, pattern, ref);  // causal ignored: every listed block is full
@@ -245,7 +245,7 @@ TEST(FlexBackward, GradientsThroughScoreModMatchFiniteDifferences) {
   HostBlockMask bm = build_block_mask(c.Sq, c.Sk, 16, 16, 1, 1, [](int64_t, int64_t, int64_t i, int64_t j) { return j <= i; });
   FlexFwdParams p = params(t);
   set_mods(p.mods);
-  p.block_mask = bm.view;
+  p.block_mask = bm.view();
   ASSERT_OK(flex_attention_forward(p));
   HostTensor W(c.dt, {c.B, c.Hq, c.Sq, c.D});
   W.randn(rng);
@@ -264,14 +264,14 @@ TEST(FlexBackward, GradientsThroughScoreModMatchFiniteDifferences) {
   b.dk = dk.view;
   b.dv = dv.view;
   set_mods(b.mods);
-  b.block_mask = bm.view;
+  b.block_mask = bm.view();
   ASSERT_OK(flex_attention_backward(b));
   ASSERT_TRUE(all_finite(dq.values()) && all_finite(dk.values()) && all_finite(dv.values()));
   auto loss = [&]() {
     FlexTensors u = t;
     FlexFwdParams pu = params(u);
     set_mods(pu.mods);
-    pu.block_mask = bm.view;
+    pu.block_mask = bm.view();
     EXPECT_TRUE(flex_attention_forward(pu).ok());
     const auto o = u.out.values(), w = W.values();
     double s = 0;
