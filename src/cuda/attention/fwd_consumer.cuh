@@ -104,9 +104,6 @@ struct Consumer {
         warpgroup_wait<1>();  // S_n ready; P.V still running
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state);
-        // A variant whose score pass needs many registers (flex's score mods) first lets P.V
-        // finish: the in-flight WGMMA pins P's registers until then.
-        if (scores.wait_before_apply()) warpgroup_wait<0>();
         scores_to_probs(i);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);

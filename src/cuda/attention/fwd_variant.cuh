@@ -4,10 +4,8 @@
 //   Args                 extra kernel parameters beside AttnFwdArgs (FwdParams::extra)
 //   Tile<Traits>         built from (args, extra, tile index): m_block, head, batch, seq, skip(),
 //                        num_key_tiles(), key_tile(i) — the i-th key tile in visiting order
-//   Scores<Traits>       built per tile by a consumer: scale_log2(), lse_scale(),
-//                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n,
-//                        and wait_before_apply(): finish the previous P.V first (frees P's
-//                        registers for a heavy apply, at the cost of that overlap)
+//   Scores<Traits>       built per tile by a consumer: scale_log2(), lse_scale(), and
+//                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n
 // This file holds the softmax attention variant (mask rule, softcap); flex attention's is in
 // src/cuda/flex/fwd_variant.cuh.
 #pragma once
@@ -38,7 +36,6 @@ struct DenseScores {
   // Scores stay in q.k units; the scale folds into the exponent (after a softcap: already applied).
   CUTE_DEVICE float scale_log2() const { return softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
   CUTE_DEVICE float lse_scale() const { return softcap ? 1.f : a.scale; }
-  CUTE_DEVICE bool wait_before_apply() const { return false; }
 
   // A key tile needs per-element masking unless all of it is visible to all 64 rows of this
   // warpgroup (the common case away from the diagonal and the sequence end).

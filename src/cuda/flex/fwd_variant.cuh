@@ -104,7 +104,6 @@ struct FlexScores {
   // With a score mod the scores are already scaled (score_mod sees scale * q.k, as torch's).
   CUTE_DEVICE float scale_log2() const { return f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
   CUTE_DEVICE float lse_scale() const { return f.use_score_mod ? 1.f : a.scale; }
-  CUTE_DEVICE bool wait_before_apply() const { return f.use_score_mod; }
 
   // s = mod(s, b, h, q, kv) over the tile. Rows past Sq (never stored) and columns past Sk
   // (masked afterwards) are clamped so that a mod reading per-position tables stays inside them.
