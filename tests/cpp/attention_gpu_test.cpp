@@ -102,18 +102,8 @@ void check(const Case& c) {
   Run ref = run(c, q, k, v, DType::kFloat64, false, pcq, pck);
   Run cpu16 = run(c, q, k, v, c.dt, false, pcq, pck);
   Run gpu = run(c, q, k, v, c.dt, true, pcq, pck);
-  const auto o_ref = ref.out.values(), o_cpu = cpu16.out.values(), o_gpu = gpu.out.values();
-  ASSERT_TRUE(all_finite(o_gpu)) << "unwritten or non-finite outputs";
-  const double cpu_err = max_abs_diff(o_cpu, o_ref), gpu_err = max_abs_diff(o_gpu, o_ref);
-  EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3) << "gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err;
-  const auto l_ref = ref.lse.values(), l_gpu = gpu.lse.values();
-  for (size_t i = 0; i < l_ref.size(); ++i) {
-    if (std::isinf(l_ref[i])) {
-      ASSERT_TRUE(std::isinf(l_gpu[i]) && l_gpu[i] < 0) << "lse " << i << " = " << l_gpu[i];
-    } else {
-      ASSERT_NEAR(l_gpu[i], l_ref[i], 2e-3 * (1 + std::abs(l_ref[i]))) << "lse " << i;
-    }
-  }
+  expect_forward_within_cpu16_error(ref.out.values(), cpu16.out.values(), gpu.out.values(), ref.lse.values(),
+                                    gpu.lse.values());
 }
 
 class AttentionGpu : public ::testing::Test {

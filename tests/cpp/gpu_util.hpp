@@ -45,4 +45,23 @@ struct DeviceScratch {
 
 inline bool have_gpu() { return cuda_available(); }
 
+// The forward error rule of the attention and flex GPU tests, against the CPU backend's float64
+// run on the same rounded inputs: every output written and finite, the GPU's max error at most
+// twice the CPU backend's own 16-bit run's plus 1e-3; LSE to 2e-3 relative, -inf where the
+// reference row is empty.
+inline void expect_forward_within_cpu16_error(const std::vector<double>& o_ref, const std::vector<double>& o_cpu16,
+                                              const std::vector<double>& o_gpu, const std::vector<double>& l_ref,
+                                              const std::vector<double>& l_gpu) {
+  ASSERT_TRUE(all_finite(o_gpu)) << "unwritten or non-finite outputs";
+  const double cpu_err = max_abs_diff(o_cpu16, o_ref), gpu_err = max_abs_diff(o_gpu, o_ref);
+  EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3) << "gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err;
+  for (size_t i = 0; i < l_ref.size(); ++i) {
+    if (std::isinf(l_ref[i])) {
+      ASSERT_TRUE(std::isinf(l_gpu[i]) && l_gpu[i] < 0) << "lse " << i << " = " << l_gpu[i];
+    } else {
+      ASSERT_NEAR(l_gpu[i], l_ref[i], 2e-3 * (1 + std::abs(l_ref[i]))) << "lse " << i;
+    }
+  }
+}
+
 }  // namespace attnkit::test
