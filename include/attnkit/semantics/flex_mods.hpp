@@ -101,7 +101,10 @@ struct PrefixLmMaskMod {
   const int32_t* prefix_lengths = nullptr;  // [B]
   int64_t stride = 1;
   ATTNKIT_HD bool operator()(int64_t b, int64_t, int64_t q, int64_t kv) const {
-    return kv <= q || kv < prefix_lengths[b * stride];
+    // Loaded whether or not kv <= q: a load guarded by the || would be issued per element (it
+    // cannot be hoisted past the guard), 64 predicated loads per tile in the GPU kernel.
+    const int64_t prefix = prefix_lengths[b * stride];
+    return kv <= q || kv < prefix;
   }
 };
 

@@ -74,7 +74,9 @@ struct Consumer {
     const Scores scores(a, params.extra, tile, wg);
     OnlineSoftmax<kRows> softmax(scores.scale_log2());
     float corr[kRows];
-    auto scores_to_probs = [&](int i) {  // the i-th visited key tile
+    // The i-th visited key tile's scores -> probabilities. Force-inlined: an outlined call would
+    // pass the register tiles through the stack (local memory).
+    auto scores_to_probs = [&](int i) __attribute__((always_inline)) {
       Tensor s_rc = as_rowcol(tSrS);
       scores.apply(s_rc, cS, i, tile.key_tile(i));
       softmax.step(s_rc, corr);
