@@ -1,27 +1,10 @@
-// examples/flex_custom_mod.cpp — flex attention with your own score_mod and mask_mod functors.
-// The functor contract is in attnkit/semantics/flex_mods.hpp: a score mod returns the modified
-// score and its derivative (so gradients flow through it); a mask mod says which keys are visible.
-// Mark them ATTNKIT_HD so the same functor can drive the GPU kernels in your own .cu file.
+// examples/flex_custom_mod.cpp — flex attention on the CPU with your own score_mod and mask_mod
+// functors (examples/custom_mods.hpp; flex_custom_mod_cuda.cu runs the same ones on the GPU).
 #include <cstdio>
 #include <vector>
 
 #include "attnkit/cpu/flex_cpu.hpp"
-
-// score + bias * (number of "tokens" between q and kv, capped at 64)
-struct CappedDistanceBias {
-  float bias;
-  template <class T>
-  ATTNKIT_HD T operator()(T s, int64_t, int64_t, int64_t q, int64_t kv, T* ds) const {
-    *ds = T(1);
-    const int64_t d = q - kv < 64 ? q - kv : 64;
-    return s + static_cast<T>(bias) * static_cast<T>(d);
-  }
-};
-
-// causal, and every query also sees the first 4 "sink" tokens
-struct CausalWithSinks {
-  ATTNKIT_HD bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return kv <= q || kv < 4; }
-};
+#include "custom_mods.hpp"
 
 int main() {
   using namespace attnkit;

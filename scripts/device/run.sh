@@ -4,7 +4,7 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test python memcheck bench"; also "bench-bwd", "bench-gdn", "bench-chunk", "bench-flex") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
+# STEPS (default "build test python memcheck bench"; also "bench-fwd", "bench-bwd", "bench-gdn", "bench-chunk", "bench-flex") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -46,6 +46,7 @@ if has memcheck; then
     --gtest_filter='AttentionGpu.VarlenWithOneTokenAndEmptySequences'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_gpu_test \
     --gtest_filter='FlexGpu.UnlistedBlocksSkippedAndFullBlocksSkipMaskMod:FlexGpu.UnsupportedBlockSizesAreRefused'
+  step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_custom_gpu_test
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_bwd_gpu_test \
     --gtest_filter='AttentionBwdGpu.VarlenWithOneTokenAndEmptySequences:AttentionBwdGpu.HeadDimsAndAwkwardLengths'
   # Not the 8500-sequence case: ~70k CTAs under memcheck cost minutes of device time.
@@ -58,6 +59,10 @@ fla_wheels() {  # flash-linear-attention, from the wheels scripts/device/prepare
 }
 if has bench-bwd && ! has bench; then
   step bench.log python3 bench/bench_attention_bwd.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
+  cat "$OUT/bench.log"
+fi
+if has bench-fwd && ! has bench; then
+  step bench.log python3 bench/bench_attention.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
   cat "$OUT/bench.log"
 fi
 if has bench-gdn && ! has bench; then

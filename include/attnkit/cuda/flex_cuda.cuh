@@ -1,0 +1,60 @@
+// attnkit/cuda/flex_cuda.cuh — the Hopper flex attention forward with your own score_mod /
+// mask_mod functors, instantiated in your own CUDA translation unit.
+//
+//   #include "attnkit/cuda/flex_cuda.cuh"
+//   struct MyBias {                     // the functor contract of attnkit/semantics/flex_mods.hpp,
+//     const float* table;               // callable on the device (ATTNKIT_HD); pointers address
+//     template <class T>                // device memory
+//     ATTNKIT_HD T operator()(T s, int64_t b, int64_t h, int64_t q, int64_t kv, T* ds) const {
+//       *ds = T(1); return s + table[q - kv + 1024]; } };
+//   attnkit::FlexFwdParams p = ...;     // CUDA q/k/v/out [B, H, S, D], workspace, optional BlockMask
+//   attnkit::Status st = attnkit::cuda::flex_forward_with_mods<attnkit::DType::kBFloat16, 128>(
+//       p, MyBias{table}, attnkit::CausalMaskMod{});
+//
+// One call instantiates one kernel for (dtype, head dim, your functors): compile only the ones
+// you use (each costs about half a minute of nvcc). Build with nvcc for sm_90a; in CMake, link the
+// `attnkit::cuda_kernels` target, which brings the include paths (this tree, CuTe/CUTLASS) and the
+// flags. p.mods (the built-in catalog) is ignored, as in cpu::flex_forward_with_mods; IdentityScoreMod
+// and NoMaskMod are recognised and cost nothing. Each key is visited as the BlockMask says (every key
+// without one); mask_mod runs on partial blocks only. examples/flex_custom_mod_cuda.cu is a program.
+#pragma once
+#include <cutlass/numeric_types.h>
+
+#include <string>
+#include <type_traits>
+
+#include "attnkit/flex.hpp"
+#include "attnkit/semantics/flex_mods.hpp"
+#include "attnkit/validate.hpp"
+#include "src/cuda/attention/fwd_launch.cuh"
+#include "src/cuda/flex/fwd_setup.cuh"
+#include "src/cuda/flex/fwd_variant.cuh"
+
+namespace attnkit::cuda {
+
+template <DType kDType, int kHeadDim, class ScoreMod, class MaskMod>
+Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod, const MaskMod& mask_mod) {
+  static_assert(kDType == DType::kBFloat16 || kDType == DType::kFloat16, "the CUDA kernels take bfloat16 or float16");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "the CUDA flex forward takes head dims 64, 128, 256");
+  ATTNKIT_RETURN_IF_ERROR(validate(p));
+  if (p.q.device.type != DeviceType::kCUDA)
+    return InvalidArgument("q: cuda::flex_forward_with_mods runs on the GPU; got a CPU tensor (use cpu::flex_forward_with_mods)");
+  if (p.q.dtype != kDType)
+    return InvalidArgument(std::string("q: this instantiation takes ") + dtype_name(kDType) + ", got " + dtype_name(p.q.dtype));
+  if (p.q.size(3) != kHeadDim)
+    return InvalidArgument("q: this instantiation takes head dim " + std::to_string(kHeadDim) + ", got " +
+                           std::to_string(p.q.size(3)));
+  AttnFwdArgs a;
+  ATTNKIT_RETURN_IF_ERROR(flex::fill_fwd_args(p, a));
+  using Variant = flex::FlexVariant<ScoreMod, MaskMod>;
+  typename Variant::Args f;
+  f.score_mod = score_mod;
+  f.mask_mod = mask_mod;
+  f.use_score_mod = !std::is_same_v<ScoreMod, IdentityScoreMod>;
+  f.use_mask_mod = !is_no_mask_v<MaskMod>;
+  ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, kHeadDim, f));
+  using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
+  return flex::launch_status(attn::launch_fwd<Element, kHeadDim, Variant>(a, f), "cuda::flex_forward_with_mods");
+}
+
+}  // namespace attnkit::cuda
