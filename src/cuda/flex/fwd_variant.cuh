@@ -111,24 +111,14 @@ struct FlexScores {
   CUTE_DEVICE void score_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
                               int sk) const {
     const int64_t b = tile.batch, h = tile.head;
-    constexpr int kGroup = 16;  // columns per group, see below
     CUTE_UNROLL
     for (int mi = 0; mi < size<0>(s_rc); ++mi) {
       const int q = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
       CUTE_UNROLL
-      for (int n0 = 0; n0 < size<1>(s_rc); n0 += kGroup) {
-        // A mod that reads a table (rel_bias) would have all its loads of the tile hoisted ahead
-        // of the math: 64 values and 64-bit addresses live at once, 136 bytes of spills. A fake
-        // dependency on the previous group's last result (it adds 0 unless that score is NaN,
-        // and a NaN score stays NaN) keeps one group's loads in flight at a time.
-        const float prev = n0 > 0 ? s_rc(mi, n0 - 1) : 0.f;
-        const int q_group = min(q + (prev != prev ? 1 : 0), sq - 1);
-        CUTE_UNROLL
-        for (int ni = n0; ni < n0 + kGroup; ++ni) {
-          const int kv = min(col0 + get<1>(coord_rc(mi, ni)), sk - 1);
-          float ds;
-          s_rc(mi, ni) = mod(s_rc(mi, ni), b, h, int64_t(q_group), int64_t(kv), &ds);
-        }
+      for (int ni = 0; ni < size<1>(s_rc); ++ni) {
+        const int kv = min(col0 + get<1>(coord_rc(mi, ni)), sk - 1);
+        float ds;
+        s_rc(mi, ni) = mod(s_rc(mi, ni), b, h, int64_t(q), int64_t(kv), &ds);
       }
     }
   }
