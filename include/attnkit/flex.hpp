@@ -52,7 +52,10 @@ struct FlexFwdParams {
   std::optional<double> scale;
   FlexMods mods;
   BlockMaskView block_mask;  // optional: without it every block is visited
-  Workspace workspace;
+  // CUDA short-query path (Sq <= 64, long KV): the keys of each (batch, head) split over this many
+  // CTAs, merged afterwards. 0 chooses from the shapes, 1 turns it off; the CPU ignores it.
+  int num_splits = 0;
+  Workspace workspace;  // flex_forward_workspace_size(): larger when the split is on
   Stream stream = nullptr;
 };
 

@@ -5,6 +5,7 @@
 #include "src/cpu/backend.hpp"
 #include "src/cuda/api.hpp"
 #include "src/cuda/flex/api.hpp"
+#include "src/cuda/flex/split_plan.hpp"
 #include "src/cuda/gdn/api.hpp"
 #include "src/cuda/runtime.hpp"
 
@@ -35,7 +36,10 @@ Status dispatch(const P& p, const TensorView& q, CpuFn&& cpu_fn, CudaFn&& cuda_f
 size_t attention_forward_workspace_size(const AttentionFwdParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? 16 : 0;
 }
-size_t flex_forward_workspace_size(const FlexFwdParams& p) { return p.q.device.type == DeviceType::kCUDA ? 16 : 0; }
+// The flex forward's short-query path adds its per-part outputs (src/cuda/flex/split_plan.hpp).
+size_t flex_forward_workspace_size(const FlexFwdParams& p) {
+  return p.q.device.type == DeviceType::kCUDA ? cuda::flex::plan_splits(p, cuda::current_device_sm_count()).workspace_bytes : 0;
+}
 // The CUDA backward keeps fp32 partials (dQ, GQA dK/dV) and per-row statistics in the workspace.
 size_t attention_backward_workspace_size(const AttentionBwdParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? cuda::attention_backward_workspace_size(p) : 0;

@@ -165,6 +165,8 @@ Status validate(const FlexFwdParams& p) {
   if (p.lse.defined()) ATTNKIT_RETURN_IF_ERROR(check_lse(p.lse, s, p.q.device));
   ATTNKIT_RETURN_IF_ERROR(check_mods(p.mods, s, p.q.device));
   ATTNKIT_RETURN_IF_ERROR(check_block_mask(p.block_mask, s, p.q.device));
+  if (p.num_splits < 0)
+    return InvalidArgument("num_splits: expected >= 0 (0 chooses, 1 turns the split off), got " + std::to_string(p.num_splits));
   return workspace(p.workspace, flex_forward_workspace_size(p));
 }
 

@@ -24,13 +24,14 @@ struct FlexGpuCase {
   bool full_blocks = true;
   int64_t block_k = 128;
   MaskFn block_pattern;  // set: the BlockMask lists this pattern instead of the catalog mask
+  int num_splits = 0;    // the GPU run's FlexFwdParams::num_splits (short queries: split-KV)
   std::string name() const {
     return "B" + std::to_string(B) + " Hq" + std::to_string(Hq) + " Hkv" + std::to_string(Hkv) + " Sq" + std::to_string(Sq) +
            " Sk" + std::to_string(Sk) + " D" + std::to_string(D) + (dt == DType::kFloat16 ? " fp16" : " bf16") +
            (causal ? " causal" : "") + (prefix ? " prefix" : "") + (document ? " doc" : "") + (alibi ? " alibi" : "") +
            (rel_bias ? " rel_bias" : "") + (window >= 0 ? " window" + std::to_string(window) : "") +
            (softcap > 0 ? " softcap" : "") + " blockmask" + std::to_string(block_mask) + (full_blocks ? "+full" : "") +
-           " bk" + std::to_string(block_k);
+           " bk" + std::to_string(block_k) + " splits" + std::to_string(num_splits);
   }
 };
 
@@ -123,6 +124,7 @@ Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const Ho
       p.block_mask.full_kv_indices = fi->view;
     }
   }
+  p.num_splits = c.num_splits;
   DeviceScratch ws(flex_forward_workspace_size(p));
   p.workspace = ws.workspace();
   const Status st = flex_attention_forward(p);
@@ -250,6 +252,81 @@ TEST_F(FlexGpu, UnlistedBlocksSkippedAndFullBlocksSkipMaskMod) {
   c.causal = true;
   c.block_pattern = [](int64_t, int64_t h, int64_t, int64_t j) { return ((j / 128) + h) % 2 == 0; };
   check(c);
+}
+
+// The short-query path (Sq <= 64): keys split over CTAs, then combined. Each case runs split
+// (auto or a given count) and unsplit (num_splits = 1), both against the CPU backend; the
+// workspace size shows the split was taken.
+TEST_F(FlexGpu, ShortQueriesSplitKvMatchesFullPath) {
+  std::vector<FlexGpuCase> cases;
+  FlexGpuCase c;
+  c.Sq = 1;  // decode: one query, 5000 keys, no mods, no BlockMask; auto split count
+  c.Sk = 5000;
+  c.block_mask = 0;
+  cases.push_back(c);
+  c = FlexGpuCase{};
+  c.Sq = 16;  // ALiBi + a 1000-key window, per-(b, h) BlockMask with full blocks
+  c.Sk = 3000;
+  c.alibi = true;
+  c.window = 1000;
+  cases.push_back(c);
+  c = FlexGpuCase{};
+  c.Sq = 64;  // documents, D64, GQA 4, an explicit 7 parts
+  c.Sk = 2000;
+  c.Hq = 8;
+  c.D = 64;
+  c.document = true;
+  c.num_splits = 7;
+  cases.push_back(c);
+  c = FlexGpuCase{};
+  c.Sq = 33;  // D256 fp16 softcap, broadcast BlockMask, 3 parts
+  c.Sk = 1000;
+  c.D = 256;
+  c.dt = DType::kFloat16;
+  c.softcap = 20;
+  c.block_mask = 2;
+  c.num_splits = 3;
+  cases.push_back(c);
+  c = FlexGpuCase{};
+  c.Sq = 16;  // causal: each query sees key block 0 only; 8 parts, 7 of them empty
+  c.Sk = 1500;
+  c.causal = true;
+  c.num_splits = 8;
+  cases.push_back(c);
+  c = FlexGpuCase{};
+  c.Sq = 1;  // two key tiles, two parts
+  c.Sk = 129;
+  c.block_mask = 0;
+  c.num_splits = 2;
+  cases.push_back(c);
+  for (FlexGpuCase x : cases) {
+    HostTensor q(DType::kFloat16, {x.B, x.Hq, x.Sq, x.D}), k(DType::kFloat16, {x.B, x.Hkv, x.Sk, x.D});
+    FlexFwdParams p;
+    p.q = q.view;
+    p.k = k.view;
+    p.v = k.view;
+    p.out = q.view;
+    p.q.device = p.k.device = p.v.device = p.out.device = Device::cuda(0);
+    p.num_splits = x.num_splits;
+    EXPECT_GT(flex_forward_workspace_size(p), 16u) << x.name() << ": the split-KV path was not taken";
+    check(x);
+    x.num_splits = 1;
+    check(x);
+  }
+}
+
+TEST_F(FlexGpu, SplitKvOnLongQueriesIsRefused) {
+  HostTensor q(DType::kBFloat16, {1, 1, 200, 128}), out(DType::kBFloat16, {1, 1, 200, 128});
+  DeviceTensor dq(q), dout(out);
+  FlexFwdParams p;
+  p.q = p.k = p.v = dq.view;
+  p.out = dout.view;
+  p.num_splits = 4;
+  DeviceScratch ws(flex_forward_workspace_size(p));
+  p.workspace = ws.workspace();
+  const Status st = flex_attention_forward(p);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("num_splits: split-KV is the short-query path"), std::string::npos) << st.message();
 }
 
 TEST_F(FlexGpu, UnsupportedBlockSizesAreRefused) {

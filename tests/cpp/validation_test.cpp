@@ -205,6 +205,11 @@ TEST(Validation, FlexModsAndBlockMask) {
   p = base();
   p.mods.softcap = -3;
   expect_invalid(flex_attention_forward(p), "mods.softcap", ">= 0");
+  p = base();
+  p.num_splits = -1;
+  expect_invalid(flex_attention_forward(p), "num_splits", ">= 0");
+  p.num_splits = 5;  // the CPU backend has no split-KV path: ignored, same result
+  ASSERT_OK(flex_attention_forward(p));
 
   // BlockMask: 40 tokens with 16-wide blocks -> 3 x 3 blocks.
   HostTensor num(DType::kInt32, {1, 1, 3}), idx(DType::kInt32, {1, 1, 3, 3});

@@ -16,7 +16,8 @@
 // `attnkit::cuda_kernels` target, which brings the include paths (this tree, CuTe/CUTLASS) and the
 // flags. p.mods (the built-in catalog) is ignored, as in cpu::flex_forward_with_mods; IdentityScoreMod
 // and NoMaskMod are recognised and cost nothing. Each key is visited as the BlockMask says (every key
-// without one); mask_mod runs on partial blocks only. examples/flex_custom_mod_cuda.cu is a program.
+// without one); mask_mod runs on partial blocks only; short queries (Sq <= 64) take the split-KV
+// path as the built-in op does (p.num_splits). examples/flex_custom_mod_cuda.cu is a program.
 #pragma once
 #include <cutlass/numeric_types.h>
 
@@ -53,8 +54,10 @@ Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod,
   f.use_score_mod = !std::is_same_v<ScoreMod, IdentityScoreMod>;
   f.use_mask_mod = !is_no_mask_v<MaskMod>;
   ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, kHeadDim, f));
+  ATTNKIT_RETURN_IF_ERROR(flex::set_splits(p, a, f));
   using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
-  return flex::launch_status(attn::launch_fwd<Element, kHeadDim, Variant>(a, f), "cuda::flex_forward_with_mods");
+  return flex::run_forward<Element>(p, a, f, [&] { return attn::launch_fwd<Element, kHeadDim, Variant>(a, f); },
+                                    "cuda::flex_forward_with_mods");
 }
 
 }  // namespace attnkit::cuda

@@ -129,12 +129,10 @@ struct Consumer {
     softmax.finalize(inv_sum, lse, scores.lse_scale());
     Tensor o_rc = as_rowcol(tOrO);
     rescale_rows(o_rc, inv_sum);
-    Tensor tOrO_out = make_tensor<Element>(tOrO.layout());
-    convert_into(tOrO, tOrO_out);
     Tensor cO = as_rowcol(mma_pv.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
     // The tile's description is derived again rather than kept live through the main loop.
-    store_output<T>(a, Tile(a, params.extra, t), as_rowcol(tOrO_out), cO, lse);
+    Variant::template Epilogue<T>::store(a, params.extra, Tile(a, params.extra, t), o_rc, cO, lse);
   }
 };
 

@@ -36,7 +36,7 @@ cudaError_t launch_fwd(const AttnFwdArgs& a, const typename Variant::Args& extra
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename T::SmemLayoutVt{}), Shape<Int<kHeadDim>, Int<T::kBlockN>>{}, _1{});
 
   p.args.num_m_blocks = (a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM;
-  const int64_t tiles = int64_t(p.args.num_m_blocks) * a.heads_q * a.batch;
+  const int64_t tiles = int64_t(p.args.num_m_blocks) * a.heads_q * a.batch * num_splits_of(extra);
   if (tiles == 0) return cudaSuccess;
   if (tiles > INT32_MAX) return cudaErrorInvalidValue;
   p.args.num_tiles = static_cast<int>(tiles);

@@ -1,20 +1,50 @@
 // src/cuda/attention/fwd_variant.cuh — what varies between the kernels built on the forward
 // mainloop: which key tiles a query tile visits and what happens to a tile of scores before the
-// online softmax. A Variant names three things:
-//   Args                 extra kernel parameters beside AttnFwdArgs (FwdParams::extra)
+// online softmax. A Variant names four things:
+//   Args                 extra kernel parameters beside AttnFwdArgs (FwdParams::extra); an
+//                        `int num_splits` member splits each query tile's key tiles over that
+//                        many tiles of work (num_splits_of)
 //   Tile<Traits>         built from (args, extra, tile index): m_block, head, batch, seq, skip(),
 //                        num_key_tiles(), key_tile(i) — the i-th key tile in visiting order
 //   Scores<Traits>       built per tile by a consumer: scale_log2(), lse_scale(), and
 //                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n
+//   Epilogue<Traits>     store(a, extra, tile, o_rc, coord_rc, lse): a consumer thread's rows of
+//                        the normalised fp32 output and their LSE
 // This file holds the softmax attention variant (mask rule, softcap); flex attention's is in
 // src/cuda/flex/fwd_variant.cuh.
 #pragma once
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
+#include "src/cuda/attention/fwd_epilogue.cuh"
 #include "src/cuda/attention/fwd_tile.cuh"
 #include "src/cuda/attention/softmax.cuh"
 
 namespace attnkit::cuda::attn {
+
+// Tiles of work per query tile: Args::num_splits where the variant has it, else 1.
+template <class Args, class = void>
+struct HasNumSplits : std::false_type {};
+template <class Args>
+struct HasNumSplits<Args, std::void_t<decltype(std::declval<const Args&>().num_splits)>> : std::true_type {};
+template <class Args>
+CUTE_HOST_DEVICE int num_splits_of(const Args& x) {
+  if constexpr (HasNumSplits<Args>::value) return x.num_splits;
+  else return 1;
+}
+
+// The output in the element type, as the caller's out / lse tensors hold it.
+template <class Traits>
+struct OutputEpilogue {
+  template <class Extra, class Tile, class TensorO, class TensorC, int kRows>
+  CUTE_DEVICE static void store(const AttnFwdArgs& a, const Extra&, const Tile& tile, TensorO const& o_rc,
+                                TensorC const& coord_rc, const float (&lse)[kRows]) {
+    Tensor o_out = make_tensor<typename Traits::Element>(o_rc.layout());
+    convert_into(o_rc, o_out);
+    store_output<Traits>(a, tile, o_out, coord_rc, lse);
+  }
+};
 
 template <class Traits>
 struct DenseScores {
@@ -57,6 +87,8 @@ struct DenseVariant {
   using Tile = TileInfo<Traits>;
   template <class Traits>
   using Scores = DenseScores<Traits>;
+  template <class Traits>
+  using Epilogue = OutputEpilogue<Traits>;
 };
 
 }  // namespace attnkit::cuda::attn

@@ -19,12 +19,14 @@ namespace {
 using flex::CatalogVariant;
 
 template <class Element>
-cudaError_t launch_for_head_dim(int d, const AttnFwdArgs& a, const CatalogVariant::Args& f) {
-  switch (d) {
-    case 64: return attn::launch_fwd<Element, 64, CatalogVariant>(a, f);
-    case 128: return attn::launch_fwd<Element, 128, CatalogVariant>(a, f);
-    default: return attn::launch_fwd<Element, 256, CatalogVariant>(a, f);
-  }
+Status forward(const FlexFwdParams& p, const AttnFwdArgs& a, const CatalogVariant::Args& f) {
+  return flex::run_forward<Element>(p, a, f, [&] {
+    switch (p.q.size(3)) {
+      case 64: return attn::launch_fwd<Element, 64, CatalogVariant>(a, f);
+      case 128: return attn::launch_fwd<Element, 128, CatalogVariant>(a, f);
+      default: return attn::launch_fwd<Element, 256, CatalogVariant>(a, f);
+    }
+  }, "flex_attention_forward");
 }
 
 }  // namespace
@@ -37,11 +39,9 @@ Status flex_forward(const FlexFwdParams& p) {
   f.mask_mod = catalog_mask_mod(p.mods);
   f.use_score_mod = p.mods.has_score_mod();
   f.use_mask_mod = p.mods.has_mask_mod();
-  const int64_t D = p.q.size(3);
-  ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, D, f));
-  return flex::launch_status(p.q.dtype == DType::kBFloat16 ? launch_for_head_dim<cutlass::bfloat16_t>(static_cast<int>(D), a, f)
-                                                           : launch_for_head_dim<cutlass::half_t>(static_cast<int>(D), a, f),
-                             "flex_attention_forward");
+  ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, p.q.size(3), f));
+  ATTNKIT_RETURN_IF_ERROR(flex::set_splits(p, a, f));
+  return p.q.dtype == DType::kBFloat16 ? forward<cutlass::bfloat16_t>(p, a, f) : forward<cutlass::half_t>(p, a, f);
 }
 
 }  // namespace attnkit::cuda

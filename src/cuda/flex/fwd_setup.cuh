@@ -15,17 +15,19 @@
 #include "src/cuda/attention/fwd_traits.cuh"
 #include "src/cuda/attention/tma_checks.hpp"
 #include "src/cuda/flex/fwd_variant.cuh"
+#include "src/cuda/flex/split_combine.cuh"
+#include "src/cuda/flex/split_plan.hpp"
 #include "src/cuda/runtime.hpp"
 
 namespace attnkit::cuda::flex {
 
-// Key tile width of the forward kernel at head dim d (FwdTraits::kBlockN).
+// Key tile width of the forward kernel at head dim d (FwdTraits::kBlockN; split_plan.hpp's
+// host-only copy must agree).
 inline int key_tile_width(int64_t d) {
-  switch (d) {
-    case 64: return attn::FwdTraits<cutlass::bfloat16_t, 64>::kBlockN;
-    case 128: return attn::FwdTraits<cutlass::bfloat16_t, 128>::kBlockN;
-    default: return attn::FwdTraits<cutlass::bfloat16_t, 256>::kBlockN;
-  }
+  static_assert(attn::FwdTraits<cutlass::bfloat16_t, 64>::kBlockN == key_tile_width_of(64));
+  static_assert(attn::FwdTraits<cutlass::bfloat16_t, 128>::kBlockN == key_tile_width_of(128));
+  static_assert(attn::FwdTraits<cutlass::bfloat16_t, 256>::kBlockN == key_tile_width_of(256));
+  return key_tile_width_of(d);
 }
 
 // A BlockMask list with broadcast B / H dims given stride 0.
@@ -98,7 +100,44 @@ inline Status fill_fwd_args(const FlexFwdParams& p, AttnFwdArgs& a) {
   return Status::Ok();
 }
 
-inline Status launch_status(cudaError_t err, const char* op) {
+// The split-KV fields of f (split_plan.hpp): how many parts, and their buffers in the workspace.
+template <class Args>
+Status set_splits(const FlexFwdParams& p, const AttnFwdArgs& a, Args& f) {
+  if (p.num_splits > 1 && p.q.size(2) > kMaxSplitQueries)
+    return Unsupported("num_splits: split-KV is the short-query path (Sq <= " + std::to_string(kMaxSplitQueries) +
+                       "), got Sq = " + std::to_string(p.q.size(2)));
+  const SplitPlan plan = plan_splits(p, a.num_sms);  // the plan flex_forward_workspace_size() sized
+  f.num_splits = plan.splits;
+  if (plan.splits == 1) return Status::Ok();
+  char* ws = static_cast<char*>(p.workspace.data);
+  if (reinterpret_cast<uintptr_t>(ws) % 16 != 0)
+    return InvalidArgument("workspace: the split-KV path needs a 16-byte aligned device pointer");
+  f.partial_out = reinterpret_cast<float*>(ws + plan.partial_out_offset);
+  f.partial_lse = reinterpret_cast<float*>(ws + plan.partial_lse_offset);
+  return Status::Ok();
+}
+
+// Runs the forward kernel (launch()), then with split-KV the combine step into out / lse.
+template <class Element, class Args, class Launch>
+Status run_forward(const FlexFwdParams& p, const AttnFwdArgs& a, const Args& f, Launch&& launch, const char* op) {
+  cudaError_t err = launch();
+  if (err == cudaSuccess && f.num_splits > 1) {
+    SplitCombineArgs c;
+    c.partial_out = f.partial_out;
+    c.partial_lse = f.partial_lse;
+    c.out = p.out.data;
+    c.lse = a.lse;
+    for (int d = 0; d < 3; ++d) {
+      c.out_stride[d] = p.out.stride(d);
+      c.lse_stride[d] = p.lse.defined() ? p.lse.stride(d) : 0;
+    }
+    c.rows = int64_t(a.batch) * a.heads_q * a.seqlen_q;
+    c.heads = a.heads_q;
+    c.seqlen_q = a.seqlen_q;
+    c.head_dim = static_cast<int>(p.out.size(3));
+    c.splits = f.num_splits;
+    err = launch_split_combine<Element>(c, static_cast<cudaStream_t>(a.stream));
+  }
   if (err != cudaSuccess) return {StatusCode::kBackendError, std::string(op) + ": " + cudaGetErrorString(err)};
   return Status::Ok();
 }

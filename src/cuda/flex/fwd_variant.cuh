@@ -15,6 +15,7 @@
 
 #include "attnkit/semantics/flex_mods.hpp"
 #include "src/cuda/attention/fwd_tile.cuh"
+#include "src/cuda/attention/fwd_variant.cuh"
 
 namespace attnkit::cuda::flex {
 
@@ -46,41 +47,54 @@ struct FlexArgs {
   bool block_mask = false;    // false: every key tile is visited, as partial
   BlockList partial, full;
   int tiles_per_block = 1;    // block_k / kBlockN
+  // Split-KV (split_plan.hpp): each query tile's key tiles in num_splits contiguous parts, each
+  // part's normalised output and LSE written to the partial buffers; split_combine.cuh merges them.
+  int num_splits = 1;
+  float* partial_out = nullptr;  // fp32 [num_splits, B, Hq, Sq, D]
+  float* partial_lse = nullptr;  // fp32 [num_splits, B, Hq, Sq]
 };
 
-// Key tiles of one query tile, in visiting order: partial blocks first, then full ones. Only the
-// two counts live in registers; list addresses are recomputed from the kernel parameters.
+// Key tiles of one query tile, in visiting order: partial blocks first, then full ones; with
+// split-KV, part `split` of them. Only counts live in registers; list addresses are recomputed
+// from the kernel parameters. Tile index: split fastest, then the dense kernel's (m, head, batch).
 template <class Traits, class Args>
 struct FlexTile {
   const Args& f;
-  int m_block, head, batch;
+  int split, m_block, head, batch;
   SeqInfo seq;
   int n_partial = 0, n_full = 0;  // listed blocks (without a BlockMask: key tiles, all partial)
+  int first = 0, count = 0;       // this part's entries [first, first + count) of the visiting order
 
   CUTE_DEVICE FlexTile(const AttnFwdArgs& a, const Args& f_, int tile)
       : f(f_),
-        m_block(a.num_m_blocks - 1 - tile % a.num_m_blocks),
-        head((tile / a.num_m_blocks) % a.heads_q),
-        batch(tile / a.num_m_blocks / a.heads_q),
+        split(tile % f_.num_splits),
+        m_block(a.num_m_blocks - 1 - (tile / f_.num_splits) % a.num_m_blocks),
+        head((tile / f_.num_splits / a.num_m_blocks) % a.heads_q),
+        batch(tile / f_.num_splits / a.num_m_blocks / a.heads_q),
         seq(a, batch) {
     if (skip()) return;
     if (!f.block_mask) {
       n_partial = (seq.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
-      return;
+    } else {
+      n_partial = f.partial.count(batch, head, m_block);
+      n_full = f.full.count(batch, head, m_block);
     }
-    n_partial = f.partial.count(batch, head, m_block);
-    n_full = f.full.count(batch, head, m_block);
+    const int total = (n_partial + n_full) * sub();
+    const int per = (total + f.num_splits - 1) / f.num_splits;
+    first = min(split * per, total);
+    count = min(per, total - first);
   }
   CUTE_DEVICE bool skip() const { return m_block * Traits::kBlockM >= seq.seqlen_q; }
   CUTE_DEVICE int sub() const { return f.block_mask ? f.tiles_per_block : 1; }  // key tiles per block
-  CUTE_DEVICE int num_key_tiles() const { return (n_partial + n_full) * sub(); }
-  CUTE_DEVICE bool is_full(int i) const { return i / sub() >= n_partial; }
+  CUTE_DEVICE int num_key_tiles() const { return count; }
+  CUTE_DEVICE bool is_full(int i) const { return (first + i) / sub() >= n_partial; }
   CUTE_DEVICE int key_tile(int i) const {
-    if (!f.block_mask) return n_partial - 1 - i;  // the last tile first, as the dense path
-    const int block = i / f.tiles_per_block;
+    const int j = first + i;
+    if (!f.block_mask) return n_partial - 1 - j;  // the last tile first, as the dense path
+    const int block = j / f.tiles_per_block;
     const int kb = block < n_partial ? f.partial.row(batch, head, m_block)[block * f.partial.index_stride[3]]
                                      : f.full.row(batch, head, m_block)[(block - n_partial) * f.full.index_stride[3]];
-    return kb * f.tiles_per_block + i % f.tiles_per_block;
+    return kb * f.tiles_per_block + j % f.tiles_per_block;
   }
 };
 
@@ -170,6 +184,28 @@ struct FlexScores {
   }
 };
 
+// The output: the caller's out / lse, or with split-KV this part's fp32 rows and LSE (always:
+// the combine step needs them). Rows past Sq are not written.
+template <class Traits>
+struct FlexEpilogue {
+  template <class Args, class Tile, class TensorO, class TensorC, int kRows>
+  CUTE_DEVICE static void store(const AttnFwdArgs& a, const Args& f, const Tile& tile, TensorO const& o_rc,
+                                TensorC const& coord_rc, const float (&lse)[kRows]) {
+    if (f.num_splits == 1) return attn::OutputEpilogue<Traits>::store(a, f, tile, o_rc, coord_rc, lse);
+    const int64_t rows = ((int64_t(tile.split) * a.batch + tile.batch) * a.heads_q + tile.head) * a.seqlen_q;
+    CUTE_UNROLL
+    for (int mi = 0; mi < size<0>(o_rc); ++mi) {
+      const int row = tile.m_block * Traits::kBlockM + get<0>(coord_rc(mi, 0));
+      if (row >= tile.seq.seqlen_q) continue;
+      float* orow = f.partial_out + (rows + row) * Traits::kHeadDim;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(o_rc); ni += 2)  // columns (c, c + 1) are adjacent registers
+        *reinterpret_cast<float2*>(orow + get<1>(coord_rc(mi, ni))) = make_float2(o_rc(mi, ni), o_rc(mi, ni + 1));
+      if (get<1>(coord_rc(mi, 0)) == 0) f.partial_lse[rows + row] = lse[mi];  // one thread of the quad
+    }
+  }
+};
+
 template <class ScoreMod, class MaskMod>
 struct FlexVariant {
   using Args = FlexArgs<ScoreMod, MaskMod>;
@@ -177,6 +213,8 @@ struct FlexVariant {
   using Tile = FlexTile<Traits, Args>;
   template <class Traits>
   using Scores = FlexScores<Traits, Args>;
+  template <class Traits>
+  using Epilogue = FlexEpilogue<Traits>;
 };
 
 // The built-in catalog (flex.hpp's FlexMods): one instantiation per (dtype, head dim); which

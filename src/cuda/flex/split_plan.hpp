@@ -1,0 +1,54 @@
+// src/cuda/flex/split_plan.hpp — the short-query (decode) path of the CUDA flex forward: how many
+// ways each query tile's key tiles are split, and where the partial results live in the
+// workspace. Host code without CUDA: the workspace query (src/api/ops.cpp) uses it too.
+//
+// With Sq <= 64 a (batch, head) is one query tile: B * Hq tiles cannot fill the GPU when the keys
+// are many. Split-KV runs each tile's key list in `splits` contiguous parts on separate CTAs, each
+// writing its normalised fp32 output and LSE; a combine kernel merges them (out = sum over parts of
+// exp(lse_p - lse) * out_p, lse = logsumexp(lse_p)).
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "attnkit/flex.hpp"
+
+namespace attnkit::cuda::flex {
+
+inline constexpr int64_t kMaxSplitQueries = 64;  // the short-query path: Sq <= 64
+inline constexpr int kMaxSplits = 64;
+
+// The forward kernel's key tile width at head dim d (checked against FwdTraits in fwd_setup.cuh).
+inline constexpr int key_tile_width_of(int64_t d) { return d <= 128 ? 128 : 64; }
+
+struct SplitPlan {
+  int splits = 1;
+  size_t partial_out_offset = 0;  // fp32 [splits, B, Hq, Sq, Dv]
+  size_t partial_lse_offset = 0;  // fp32 [splits, B, Hq, Sq]
+  size_t workspace_bytes = 16;    // the tile counter, then (when split) the partials
+};
+
+// p.num_splits: 0 chooses (enough CTAs to cover the GPU once, at least 4 key tiles per part),
+// 1 turns the split off, n > 1 asks for n (at most one part per key tile, at most kMaxSplits).
+inline SplitPlan plan_splits(const FlexFwdParams& p, int num_sms) {
+  SplitPlan plan;
+  const int64_t B = p.q.size(0), Hq = p.q.size(1), Sq = p.q.size(2), Sk = p.k.size(2), D = p.q.size(3);
+  const int64_t key_tiles = (Sk + key_tile_width_of(D) - 1) / key_tile_width_of(D);
+  if (Sq > kMaxSplitQueries || Sq == 0 || p.num_splits == 1 || key_tiles < 2) return plan;
+  int64_t splits = p.num_splits;
+  if (splits == 0) {
+    const int64_t tiles = std::max<int64_t>(B * Hq, 1);
+    splits = std::min<int64_t>((num_sms + tiles - 1) / tiles, key_tiles / 4);
+  }
+  splits = std::clamp<int64_t>(std::min<int64_t>(splits, key_tiles), 1, kMaxSplits);
+  if (splits < 2) return plan;
+  const auto align = [](size_t x) { return (x + 255) / 256 * 256; };
+  const size_t rows = static_cast<size_t>(splits * B * Hq * Sq);
+  plan.splits = static_cast<int>(splits);
+  plan.partial_out_offset = 256;
+  plan.partial_lse_offset = align(plan.partial_out_offset + rows * p.v.size(3) * sizeof(float));
+  plan.workspace_bytes = plan.partial_lse_offset + rows * sizeof(float);
+  return plan;
+}
+
+}  // namespace attnkit::cuda::flex
