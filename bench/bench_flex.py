@@ -1,7 +1,8 @@
 """bench/bench_flex.py — attnkit's flex attention forward beside torch.compile(flex_attention) in
 one process: ../shared/PEERS.md's flex table (D = 128, 16 heads, B*S = 16384, bf16) with the
 same mod objects on both sides (attnkit.flex's catalog mods are torch mods too), and the dense
-softmax attention of attnkit at the same shape for the block-sparse efficiency bar.
+softmax attention of attnkit at the same shape for the block-sparse efficiency bar; then short
+queries against long KV (the split-KV path) beside torch flex's decoding kernel.
 
     python3 bench/bench_flex.py [--out DIR] [--quick]
 
@@ -91,7 +92,47 @@ def main():
             rows.append(row)
             print(f"{name:18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x {tf / dense_tf:8.2f} "
                   f"{err:9.2e}", flush=True)
+    rows += decode_rows(meta, dev, args.quick)
     print("wrote", write_rows(args.out, "bench_flex.jsonl", rows))
+
+
+def decode_rows(meta, dev, quick):
+    """Short queries against long KV (attnkit's split-KV path; torch flex picks its decoding kernel):
+    memory-bound, so reported as GB/s of K and V read once (the floor: the device's copy bandwidth)."""
+    rows = []
+    print(f"\n{'decode case':34} {'attnkit':>9} {'torch':>9} {'speedup':>8} {'KV GB/s':>8} {'max diff':>9}")
+    slopes = (torch.arange(32, device=dev, dtype=torch.float32) + 1) * 0.01
+    for B, Hq, Hkv, Sq, Sk in ((4, 16, 16, 1, 32768), (4, 16, 16, 16, 32768), (8, 32, 8, 1, 16384)):
+        if quick:
+            Sk = 4096
+        q = torch.randn(B, Hq, Sq, D, device=dev, dtype=torch.bfloat16)
+        k, v = (torch.randn(B, Hkv, Sk, D, device=dev, dtype=torch.bfloat16) for _ in range(2))
+        gqa = Hq != Hkv
+        for name, sm in (("noop", None), ("alibi", flex.alibi(slopes[:Hq]))):
+            torch._dynamo.reset()
+            compiled = torch.compile(torch_flex, dynamic=False, fullgraph=True)
+
+            def ours():
+                return attnkit.flex_attention(q, k, v, score_mod=sm, enable_gqa=gqa)
+
+            def theirs():
+                return compiled(q, k, v, score_mod=sm, enable_gqa=gqa)
+
+            ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
+            try:
+                err = (ours().float() - theirs().float()).abs().max().item()
+                peer_ms = do_bench(theirs, warmup=25, rep=200, return_mode="median")
+            except Exception as e:
+                print(f"{name}: torch flex failed: {str(e)[:300]}")
+                err, peer_ms = float("nan"), float("nan")
+            kv_bytes = 2 * B * Hkv * Sk * D * 2
+            case = f"B{B} Hq{Hq} Hkv{Hkv} Sq{Sq} Sk{Sk} {name}"
+            rows.append(dict(meta, op="flex_fwd_decode", case=case, B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, D=D, ms=ms,
+                             torch_ms=peer_ms, speedup_vs_torch=peer_ms / ms, kv_gbps=kv_bytes / ms / 1e6,
+                             max_diff_vs_torch=err))
+            print(f"{case:34} {ms * 1e3:7.1f}us {peer_ms * 1e3:7.1f}us {peer_ms / ms:7.2f}x {kv_bytes / ms / 1e6:8.0f} "
+                  f"{err:9.2e}", flush=True)
+    return rows
 
 
 if __name__ == "__main__":
