@@ -244,6 +244,80 @@ void bench_attention_gpu(int reps, std::vector<Row>& rows) {
     cudaFree(ws);
   }
 }
+
+// The GPU column: flex attention forward — causal through a BlockMask at PEERS.md's flex shape
+// (peers: bench/bench_flex.py), and a decode step on the split-KV path.
+void bench_flex_gpu(int reps, std::vector<Row>& rows) {
+  const Device dev = Device::cuda(0);
+  auto device_copy = [](const std::vector<int32_t>& h) {
+    void* p;
+    cudaMalloc(&p, h.size() * 4);
+    cudaMemcpy(p, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    return p;
+  };
+  {
+    const int64_t B = 1, H = 16, S = 16384, D = 128, n = B * H * S * D, nb = S / 128;
+    std::vector<void*> bufs(4);  // q k v o
+    for (void*& p : bufs) cudaMalloc(&p, n * 2);
+    std::vector<uint16_t> host(static_cast<size_t>(n));
+    std::mt19937 rng(4);
+    std::normal_distribution<float> d(0.f, 1.f);
+    for (auto& x : host) x = float_to_bf16_bits(d(rng));
+    for (int i : {0, 1, 2}) cudaMemcpy(bufs[i], host.data(), n * 2, cudaMemcpyHostToDevice);
+    // Causal BlockMask, 128 x 128 blocks: row r lists block r as partial and blocks < r as full.
+    std::vector<int32_t> num(nb), idx(nb * nb, 0), full_num(nb), full_idx(nb * nb, 0);
+    for (int64_t r = 0; r < nb; ++r) {
+      num[r] = 1;
+      idx[r * nb] = static_cast<int32_t>(r);
+      full_num[r] = static_cast<int32_t>(r);
+      for (int64_t c = 0; c < r; ++c) full_idx[r * nb + c] = static_cast<int32_t>(c);
+    }
+    std::vector<void*> mask = {device_copy(num), device_copy(idx), device_copy(full_num), device_copy(full_idx)};
+    FlexFwdParams p;
+    auto view = [&](int i) { return TensorView::contiguous(bufs[i], DType::kBFloat16, dev, {B, H, S, D}); };
+    p.q = view(0);
+    p.k = view(1);
+    p.v = view(2);
+    p.out = view(3);
+    p.mods.causal = true;
+    p.block_mask.kv_num_blocks = TensorView::contiguous(mask[0], DType::kInt32, dev, {1, 1, nb});
+    p.block_mask.kv_indices = TensorView::contiguous(mask[1], DType::kInt32, dev, {1, 1, nb, nb});
+    p.block_mask.full_kv_num_blocks = TensorView::contiguous(mask[2], DType::kInt32, dev, {1, 1, nb});
+    p.block_mask.full_kv_indices = TensorView::contiguous(mask[3], DType::kInt32, dev, {1, 1, nb, nb});
+    void* ws;
+    const size_t ws_bytes = flex_forward_workspace_size(p);
+    cudaMalloc(&ws, ws_bytes);
+    p.workspace = {ws, ws_bytes};
+    const double ms = median_event_ms(reps, [&] { return flex_attention_forward(p); });
+    const double flops = 4.0 * B * H * S * D * (S / 2.0 + 64);  // visited blocks: the lower triangle + diagonal
+    rows.push_back({"flex fwd causal [gpu]", "B1 S16384 H16 D128 BlockMask bf16", ms, fmt("%.1f TFLOP/s", flops / ms / 1e9)});
+    for (void* ptr : bufs) cudaFree(ptr);
+    for (void* ptr : mask) cudaFree(ptr);
+    cudaFree(ws);
+  }
+  {
+    const int64_t B = 4, H = 16, Sk = 32768, D = 128, nkv = B * H * Sk * D;
+    void *q, *k, *v, *o, *ws;
+    cudaMalloc(&q, B * H * D * 2);
+    cudaMalloc(&o, B * H * D * 2);
+    cudaMalloc(&k, nkv * 2);
+    cudaMalloc(&v, nkv * 2);
+    cudaMemset(q, 0, B * H * D * 2);
+    cudaMemset(k, 0, nkv * 2);
+    cudaMemset(v, 0, nkv * 2);
+    FlexFwdParams p;
+    p.q = TensorView::contiguous(q, DType::kBFloat16, dev, {B, H, 1, D});
+    p.k = TensorView::contiguous(k, DType::kBFloat16, dev, {B, H, Sk, D});
+    p.v = TensorView::contiguous(v, DType::kBFloat16, dev, {B, H, Sk, D});
+    p.out = TensorView::contiguous(o, DType::kBFloat16, dev, {B, H, 1, D});
+    const size_t ws_bytes = flex_forward_workspace_size(p);  // the split-KV parts
+    cudaMalloc(&ws, ws_bytes);
+    p.workspace = {ws, ws_bytes};
+    const double ms = median_event_ms(reps, [&] { return flex_attention_forward(p); });
+    rows.push_back({"flex decode [gpu]", "B4 H16 Sq1 Sk32768 D128 bf16", ms, fmt("%.0f GB/s of K+V", 2.0 * nkv * 2 / ms / 1e6)});
+    for (void* ptr : {q, k, v, o, ws}) cudaFree(ptr);
+  }
+}
 #endif
 
 void bench_gdn(int reps, std::vector<Row>& rows) {
@@ -310,7 +384,8 @@ int main(int argc, char** argv) {
   }
   const bool gpu = attnkit::cuda_available();
   if (gpu)
-    std::printf("GPU found: the attention forward and backward and the GDN chunked forward run on it (rows marked [gpu]);\n"
+    std::printf("GPU found: the attention forward and backward, the flex forward and the GDN chunked forward run on it\n"
+                "(rows marked [gpu]); "
                 "the other rows run on the CPU "
                 "reference backend until their kernels land. Peers: python3 bench/bench_attention.py.\n\n");
   else
@@ -320,6 +395,7 @@ int main(int argc, char** argv) {
   if (gpu) {
     bench_attention_gpu(std::max(reps, 20), rows);
     bench_gdn_gpu(std::max(reps, 20), rows);
+    bench_flex_gpu(std::max(reps, 20), rows);
   }
 #endif
   bench_attention(reps, rows);
