@@ -84,48 +84,39 @@ struct Consumer {
 
     clear(tOrO);
     const int count = tile.num_key_tiles();
-    // A warpgroup whose 64 rows all lie past the sequence end (short queries, Sq <= 64) keeps the
-    // pipeline and turn protocol but skips its WGMMAs and softmax: half the work of a decode tile.
-    const bool active = tile.m_block * T::kBlockM + wg * 64 < tile.seq.seqlen_q;
     if (count > 0) {
       pipe_k.consumer_wait(state);
       turns.wait();
-      if (active) gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+      gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
       turns.pass();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       pipe_k.consumer_release(state);
-      if (active) {
-        scores_to_probs(0);
-        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
-      }
+      scores_to_probs(0);
+      convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
       for (int i = 1; i < count; ++i) {
         typename T::PipelineState state_v = state;  // V of the previous key tile
         ++state;
         pipe_k.consumer_wait(state);
         pipe_v.consumer_wait(state_v);
         turns.wait();
-        if (active) {
-          gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
-          gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
-        }
+        gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+        gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
         turns.pass();
         warpgroup_wait<1>();  // S_n ready; P.V still running
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state);
-        if (active) scores_to_probs(i);
+        scores_to_probs(i);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(state_v);
-        if (active) {
-          Tensor o_rc = as_rowcol(tOrO);
-          rescale_rows(o_rc, corr);
-          convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
-        }
+        Tensor o_rc = as_rowcol(tOrO);
+        rescale_rows(o_rc, corr);
+        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
       }
       pipe_v.consumer_wait(state);
       turns.wait();
-      if (active) gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state.index()), tOrO);
+      gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state.index()), tOrO);
       turns.pass();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
