@@ -2,8 +2,8 @@
 # scripts/bench.sh — set up, build, and run the main job. Without a GPU: attnkit-bench runs the CPU
 # reference backend on a small example and says that no GPU was found. With one: attnkit-bench's
 # GPU rows, then the benchmarks beside the peers in one process each (torch SDPA cuDNN / flash for
-# attention, flash-linear-attention for the GDN decode and chunked forward), JSON lines to
-# $BENCH_OUT (default out/).
+# attention, flash-linear-attention for the GDN decode and chunked forward, torch.compile(flex_attention)
+# for flex attention), JSON lines to $BENCH_OUT (default out/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -38,4 +38,7 @@ if nvidia-smi -L >/dev/null 2>&1; then
   fi
   python3 bench/bench_attention.py --lib "$lib" --out "$BENCH_OUT"
   python3 bench/bench_attention_bwd.py --lib "$lib" --out "$BENCH_OUT"
+  # flex attention goes through the torch op as well (the pip-built package)
+  py=$(bash scripts/setup_python.sh | tail -1)
+  "$py" bench/bench_flex.py --out "$BENCH_OUT"
 fi
