@@ -71,7 +71,7 @@ struct Consumer {
         make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kBlockN>>{})));  // (row, col) of each S register
     constexpr int kRows = decltype(size<0>(cS))::value;
 
-    const Scores scores(a, params.extra, tile, wg);
+    const Scores scores(a, params.extra, tile, wg, smem.scratch[wg]);
     OnlineSoftmax<kRows> softmax(scores.scale_log2());
     float corr[kRows];
     // The i-th visited key tile's scores -> probabilities. Force-inlined: an outlined call would

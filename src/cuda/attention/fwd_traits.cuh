@@ -29,6 +29,7 @@ struct FwdTraits {
   static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
   static constexpr int kQStages = kHeadDim <= 64 ? 2 : 1;
   static constexpr int kConsumerWGs = kBlockM / 64;
+  static constexpr int kScratchFloats = 64 + kBlockN;  // flex: a 64-row x kBlockN-column tile's diagonals
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 40;  // 128 * producer + 256 * consumer <= 64512
   static constexpr int kConsumerRegs = 232;
@@ -76,6 +77,7 @@ struct FwdTraits {
     cutlass::arch::ClusterTransactionBarrier barrier_q_full[kQStages];  // Q landed (TMA transaction bytes)
     cutlass::arch::ClusterBarrier barrier_q_empty[kQStages];            // consumers no longer read Q
     int tile[kQStages];  // the tile whose Q is (being) loaded there; >= num_tiles: no more work
+    float scratch[kConsumerWGs][kScratchFloats];  // per consumer warpgroup, for its Variant's Scores
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");

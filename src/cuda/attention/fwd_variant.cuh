@@ -6,7 +6,8 @@
 //                        many tiles of work (num_splits_of)
 //   Tile<Traits>         built from (args, extra, tile index): m_block, head, batch, seq, skip(),
 //                        num_key_tiles(), key_tile(i) — the i-th key tile in visiting order
-//   Scores<Traits>       built per tile by a consumer: scale_log2(), lse_scale(), and
+//   Scores<Traits>       built per tile by a consumer warpgroup (with Traits::kScratchFloats of
+//                        shared memory of its own): scale_log2(), lse_scale(), and
 //                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n
 //   Epilogue<Traits>     store(a, extra, tile, o_rc, coord_rc, lse): a consumer thread's rows of
 //                        the normalised fp32 output and their LSE
@@ -55,7 +56,7 @@ struct DenseScores {
   int wg_row_first, wg_row_last;  // this warpgroup's 64 query rows of the tile
 
   template <class Extra>
-  CUTE_DEVICE DenseScores(const AttnFwdArgs& a_, const Extra&, const TileInfo<Traits>& tile_, int wg)
+  CUTE_DEVICE DenseScores(const AttnFwdArgs& a_, const Extra&, const TileInfo<Traits>& tile_, int wg, float* /*scratch*/)
       : a(a_),
         tile(tile_),
         softcap(a_.softcap > 0.f),

@@ -13,6 +13,8 @@
 #include <type_traits>
 #include <utility>
 
+#include <cutlass/arch/barrier.h>
+
 #include "attnkit/semantics/flex_mods.hpp"
 #include "src/cuda/attention/fwd_tile.cuh"
 #include "src/cuda/attention/fwd_variant.cuh"
@@ -111,9 +113,11 @@ struct FlexScores {
   const AttnFwdArgs& a;
   const Args& f;
   const FlexTile<Traits, Args>& tile;
+  int wg;          // this consumer warpgroup: rows [64 wg, 64 wg + 64) of the tile
+  float* scratch;  // Traits::kScratchFloats of shared memory, this warpgroup's own
 
-  CUTE_DEVICE FlexScores(const AttnFwdArgs& a_, const Args& f_, const FlexTile<Traits, Args>& tile_, int /*wg*/)
-      : a(a_), f(f_), tile(tile_) {}
+  CUTE_DEVICE FlexScores(const AttnFwdArgs& a_, const Args& f_, const FlexTile<Traits, Args>& tile_, int wg_, float* scratch_)
+      : a(a_), f(f_), tile(tile_), wg(wg_), scratch(scratch_) {}
 
   // With a score mod the scores are already scaled (score_mod sees scale * q.k, as torch's).
   CUTE_DEVICE float scale_log2() const { return f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
@@ -134,6 +138,31 @@ struct FlexScores {
         float ds;
         s_rc(mi, ni) = mod(s_rc(mi, ni), b, h, int64_t(q), int64_t(kv), &ds);
       }
+    }
+  }
+
+  // The catalog's rel_bias, s += table[h, q - kv + Sk - 1]: a 64-row x kBlockN-column tile reads
+  // only 64 + kBlockN - 1 entries (one per diagonal). The warpgroup loads that band into its
+  // scratch (coalesced), then each element reads band[(row - col) + kBlockN - 1] — a shared-memory
+  // load at a constant offset from its row's base. Per-element global gathers (64 per thread) made
+  // the instantiation spill. Entries outside the table (rows past Sq, columns past Sk) are clamped
+  // into it; those scores are never stored or are masked afterwards.
+  template <class TensorS, class TensorC>
+  CUTE_DEVICE void rel_bias_pass(const RelBiasScoreMod& m, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0,
+                                 int sk) const {
+    constexpr int kBand = 64 + Traits::kBlockN - 1;
+    static_assert(kBand <= Traits::kScratchFloats);
+    const int d0 = row0 + 64 * wg - col0 - (Traits::kBlockN - 1);  // q - kv of band[0]
+    const float* table = m.table + int64_t(tile.head) * m.head_stride;
+    cutlass::arch::NamedBarrier::sync(128, 3 + wg);  // this warpgroup's reads of the last band are done
+    for (int j = threadIdx.x % 128; j < kBand; j += 128)
+      scratch[j] = table[int64_t(min(max(d0 + j + sk - 1, 0), 2 * sk - 2)) * m.stride];
+    cutlass::arch::NamedBarrier::sync(128, 3 + wg);
+    CUTE_UNROLL
+    for (int mi = 0; mi < size<0>(s_rc); ++mi) {
+      const float* band = scratch + (get<0>(coord_rc(mi, 0)) - 64 * wg) + Traits::kBlockN - 1;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s_rc); ++ni) s_rc(mi, ni) += band[-get<1>(coord_rc(mi, ni))];
     }
   }
 
@@ -161,7 +190,12 @@ struct FlexScores {
       CUTE_UNROLL
       for (int e = 0; e < size(s_rc); ++e) s_rc(e) *= a.scale;
       if constexpr (has_parts_v<ScoreMod>) {
-        f.score_mod.for_each_part([&](const auto& part) { score_pass(part, s_rc, coord_rc, row0, col0, sq, sk); });
+        f.score_mod.for_each_part([&](const auto& part) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(part)>, RelBiasScoreMod>)
+            rel_bias_pass(part, s_rc, coord_rc, row0, col0, sk);
+          else
+            score_pass(part, s_rc, coord_rc, row0, col0, sq, sk);
+        });
       } else {
         score_pass(f.score_mod, s_rc, coord_rc, row0, col0, sq, sk);
       }
