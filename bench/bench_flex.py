@@ -32,6 +32,19 @@ def torch_softcap30(score, b, h, q_idx, kv_idx):
     return 30.0 * torch.tanh(score / 30.0)
 
 
+def time_both(name, ours, theirs):
+    """(attnkit ms, torch flex ms, max |difference|), do_bench medians; torch's as NaN (and why,
+    printed) when it cannot run the case, so attnkit's number is kept."""
+    ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
+    try:
+        err = (ours().float() - theirs().float()).abs().max().item()
+        peer_ms = do_bench(theirs, warmup=25, rep=200, return_mode="median")
+    except Exception as e:
+        print(f"{name}: torch flex failed: {str(e)[:300]}")
+        err, peer_ms = float("nan"), float("nan")
+    return ms, peer_ms, err
+
+
 def cases(S, dev):
     torch.manual_seed(0)
     docs = torch.randint(0, 8, (1, S), device=dev, dtype=torch.int32).sort(dim=1).values
@@ -75,13 +88,7 @@ def main():
             def theirs():
                 return compiled(q, k, v, score_mod=torch_sm, block_mask=bm)
 
-            ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
-            try:
-                err = (ours().float() - theirs().float()).abs().max().item()
-                peer_ms = do_bench(theirs, warmup=25, rep=200, return_mode="median")
-            except Exception as e:  # keep attnkit's number; say why the peer has none
-                print(f"{name}: torch flex failed: {str(e)[:300]}")
-                err, peer_ms = float("nan"), float("nan")
+            ms, peer_ms, err = time_both(name, ours, theirs)
             if name == "noop":
                 dense_ms = ms
             tf, peer_tf = fl / ms / 1e9, fl / peer_ms / 1e9
@@ -118,13 +125,7 @@ def decode_rows(meta, dev, quick):
             def theirs():
                 return compiled(q, k, v, score_mod=sm, enable_gqa=gqa)
 
-            ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
-            try:
-                err = (ours().float() - theirs().float()).abs().max().item()
-                peer_ms = do_bench(theirs, warmup=25, rep=200, return_mode="median")
-            except Exception as e:
-                print(f"{name}: torch flex failed: {str(e)[:300]}")
-                err, peer_ms = float("nan"), float("nan")
+            ms, peer_ms, err = time_both(name, ours, theirs)
             kv_bytes = 2 * B * Hkv * Sk * D * 2
             case = f"B{B} Hq{Hq} Hkv{Hkv} Sq{Sq} Sk{Sk} {name}"
             rows.append(dict(meta, op="flex_fwd_decode", case=case, B=B, Hq=Hq, Hkv=Hkv, Sq=Sq, Sk=Sk, D=D, ms=ms,

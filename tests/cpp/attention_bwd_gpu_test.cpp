@@ -181,12 +181,7 @@ void check(const Case& c, GqaReduction red = GqaReduction::kAtomic) {
   }
 }
 
-class AttentionBwdGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class AttentionBwdGpu : public GpuTest {};
 
 TEST_F(AttentionBwdGpu, HeadDimsAndAwkwardLengths) {
   for (const Case& c : head_dim_and_length_cases()) check(c);

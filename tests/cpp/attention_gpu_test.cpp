@@ -106,12 +106,7 @@ void check(const Case& c) {
                                     gpu.lse.values());
 }
 
-class AttentionGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class AttentionGpu : public GpuTest {};
 
 TEST_F(AttentionGpu, HeadDimsAndAwkwardLengths) {
   for (const Case& c : head_dim_and_length_cases()) check(c);

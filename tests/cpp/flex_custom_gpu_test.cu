@@ -97,12 +97,7 @@ std::array<HostTensor, 3> random_inputs(const Dims& s, DType dt) {
   return t;
 }
 
-class FlexCustomGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class FlexCustomGpu : public GpuTest {};
 
 TEST_F(FlexCustomGpu, ExampleModsWithAndWithoutBlockMask) {
   const Dims s{2, 4, 2, 333, 400, 128};  // GQA 2, lengths off the tile grid

@@ -154,12 +154,7 @@ void check(const FlexGpuCase& c) {
                                     gpu.lse.values());
 }
 
-class FlexGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class FlexGpu : public GpuTest {};
 
 TEST_F(FlexGpu, NoModsHeadDimsAndAwkwardLengths) {
   for (int64_t D : {64, 128, 256})

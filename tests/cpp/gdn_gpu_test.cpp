@@ -101,12 +101,7 @@ void check_decode(const DecodeCase& dc) {
   EXPECT_LT(rel_rms(pool_gpu.values(), pool_cpu.values()), 1e-4);
 }
 
-class GdnDecodeGpu : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  }
-};
+class GdnDecodeGpu : public GpuTest {};
 
 TEST_F(GdnDecodeGpu, TokensPerSequenceAndHeadDims) {
   for (int64_t D : {64, 128})

@@ -45,6 +45,14 @@ struct DeviceScratch {
 
 inline bool have_gpu() { return cuda_available(); }
 
+// The fixture of every GPU suite: its tests skip (not fail) where no CUDA device exists.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
 // The forward error rule of the attention and flex GPU tests, against the CPU backend's float64
 // run on the same rounded inputs: every output written and finite, the GPU's max error at most
 // twice the CPU backend's own 16-bit run's plus 1e-3; LSE to 2e-3 relative, -inf where the

@@ -112,14 +112,8 @@ def test_cuda_forward_matches_float64_within_torch_flex_error(name):
     torch.manual_seed(3)
     q, k, v = (torch.randn(B, h, S, 64, device="cuda").bfloat16() for h in (HQ, HKV, HKV))
     block_mask = create_block_mask(mask_mod, B, None, S, S, device="cuda") if mask_mod is not None else None
-    out, lse = attnkit.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=True,
-                                      return_lse=True)
-    want = dense_reference(*(t.double().cpu() for t in (q, k, v)), moved(score_mod, "cpu"), moved(mask_mod, "cpu"))
-    theirs = torch_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=True)
-    err = (out.double().cpu() - want).abs().max().item()
-    torch_err = (theirs.double().cpu() - want).abs().max().item()
-    assert torch.isfinite(out).all() and torch.isfinite(lse[lse > -float("inf")]).all()
-    assert err <= 2 * torch_err + 1e-3, (err, torch_err)
+    _, lse = cuda_forward_within_torch_flex_error(q, k, v, score_mod, mask_mod, block_mask)
+    assert torch.isfinite(lse[lse > -float("inf")]).all()
 
 
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
@@ -135,14 +129,22 @@ def test_cuda_short_queries_split_kv_within_torch_flex_error(sq, mods):
     score_mod = flex.alibi(torch.rand(HQ, device="cuda")) if mods != "none" else None
     mask_mod = flex.sliding_window(1000) if mods == "alibi_window_blockmask" else None
     block_mask = create_block_mask(mask_mod, B, None, sq, sk, device="cuda") if mask_mod is not None else None
+    _, lse = cuda_forward_within_torch_flex_error(q, k, v, score_mod, mask_mod, block_mask)
+    assert torch.isfinite(lse).all()  # every query sees keys
+
+
+def cuda_forward_within_torch_flex_error(q, k, v, score_mod, mask_mod, block_mask):
+    """attnkit's CUDA forward against a float64 dense reference: finite outputs, and an error at most
+    twice torch flex's own on the same bf16 inputs plus 1e-3. Returns (out, lse)."""
     out, lse = attnkit.flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=True,
                                       return_lse=True)
     want = dense_reference(*(t.double().cpu() for t in (q, k, v)), moved(score_mod, "cpu"), moved(mask_mod, "cpu"))
     theirs = torch_flex(q, k, v, score_mod=score_mod, block_mask=block_mask, enable_gqa=True)
     err = (out.double().cpu() - want).abs().max().item()
     torch_err = (theirs.double().cpu() - want).abs().max().item()
-    assert torch.isfinite(out).all() and torch.isfinite(lse).all()
+    assert torch.isfinite(out).all()
     assert err <= 2 * torch_err + 1e-3, (err, torch_err)
+    return out, lse
 
 
 def moved(m, device):

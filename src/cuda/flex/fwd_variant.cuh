@@ -123,22 +123,27 @@ struct FlexScores {
   CUTE_DEVICE float scale_log2() const { return f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
   CUTE_DEVICE float lse_scale() const { return f.use_score_mod ? 1.f : a.scale; }
 
-  // s = mod(s, b, h, q, kv) over the tile. Rows past Sq (never stored) and columns past Sk
+  // f(s, q, kv) for every score of the tile. Rows past Sq (never stored) and columns past Sk
   // (masked afterwards) are clamped so that a mod reading per-position tables stays inside them.
-  template <class Mod, class TensorS, class TensorC>
-  CUTE_DEVICE void score_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
-                              int sk) const {
-    const int64_t b = tile.batch, h = tile.head;
+  template <class TensorS, class TensorC, class F>
+  CUTE_DEVICE void for_each_score(TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq, int sk, F&& f) const {
     CUTE_UNROLL
     for (int mi = 0; mi < size<0>(s_rc); ++mi) {
       const int q = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
       CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s_rc); ++ni) {
-        const int kv = min(col0 + get<1>(coord_rc(mi, ni)), sk - 1);
-        float ds;
-        s_rc(mi, ni) = mod(s_rc(mi, ni), b, h, int64_t(q), int64_t(kv), &ds);
-      }
+      for (int ni = 0; ni < size<1>(s_rc); ++ni) f(s_rc(mi, ni), int64_t(q), int64_t(min(col0 + get<1>(coord_rc(mi, ni)), sk - 1)));
     }
+  }
+
+  // s = mod(s, b, h, q, kv) over the tile.
+  template <class Mod, class TensorS, class TensorC>
+  CUTE_DEVICE void score_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
+                              int sk) const {
+    const int64_t b = tile.batch, h = tile.head;
+    for_each_score(s_rc, coord_rc, row0, col0, sq, sk, [&](float& s, int64_t q, int64_t kv) __attribute__((always_inline)) {
+      float ds;
+      s = mod(s, b, h, q, kv, &ds);
+    });
   }
 
   // The catalog's rel_bias, s += table[h, q - kv + Sk - 1]: a 64-row x kBlockN-column tile reads
@@ -166,20 +171,14 @@ struct FlexScores {
     }
   }
 
-  // s = -inf where mod(b, h, q, kv) is false; indices clamped as in score_pass.
+  // s = -inf where mod(b, h, q, kv) is false.
   template <class Mod, class TensorS, class TensorC>
   CUTE_DEVICE void mask_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
                              int sk) const {
     const int64_t b = tile.batch, h = tile.head;
-    CUTE_UNROLL
-    for (int mi = 0; mi < size<0>(s_rc); ++mi) {
-      const int q = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s_rc); ++ni) {
-        const int kv = min(col0 + get<1>(coord_rc(mi, ni)), sk - 1);
-        if (!mod(b, h, int64_t(q), int64_t(kv))) s_rc(mi, ni) = -INFINITY;
-      }
-    }
+    for_each_score(s_rc, coord_rc, row0, col0, sq, sk, [&](float& s, int64_t q, int64_t kv) __attribute__((always_inline)) {
+      if (!mod(b, h, q, kv)) s = -INFINITY;
+    });
   }
 
   template <class TensorS, class TensorC>
