@@ -1,15 +1,17 @@
-"""bench/bench_flex.py — attnkit's flex attention forward beside torch.compile(flex_attention) in
+"""bench/bench_flex.py — attnkit's flex attention forward and backward beside torch.compile(flex_attention) in
 one process: ../shared/PEERS.md's flex table (D = 128, 16 heads, B*S = 16384, bf16) with the
 same mod objects on both sides (attnkit.flex's catalog mods are torch mods too), and the dense
 softmax attention of attnkit at the same shape for the block-sparse efficiency bar; then short
 queries against long KV (the split-KV path) beside torch flex's decoding kernel.
 
-    python3 bench/bench_flex.py [--out DIR] [--quick]
+    python3 bench/bench_flex.py [--out DIR] [--quick] [--no-backward]
 
 attnkit is the pip-built package (scripts/setup_python.sh). Timing: triton's do_bench median.
-TFLOP/s count only visited blocks, as PEERS.md: 4*B*H*S^2*D * (1 - BlockMask sparsity). Also
-reported: attnkit's dense (no mask) forward TFLOP/s, and each sparse case's fraction of it.
-Accuracy: max |attnkit - torch flex| (both bf16).
+TFLOP/s count only visited blocks, as PEERS.md: 4*B*H*S^2*D * (1 - BlockMask sparsity) forward,
+2.5 times that backward (its five products against the forward's two). Also
+reported: attnkit's dense (no mask) TFLOP/s, and each sparse case's fraction of it. The
+backward is timed through autograd (torch.autograd.grad of one forward's output, retained).
+Accuracy: max |attnkit - torch flex| (both bf16; backward: over dq, dk, dv).
 """
 import argparse, os, sys
 
@@ -32,12 +34,14 @@ def torch_softcap30(score, b, h, q_idx, kv_idx):
     return 30.0 * torch.tanh(score / 30.0)
 
 
-def time_both(name, ours, theirs):
+def time_both(name, ours, theirs, results=None):
     """(attnkit ms, torch flex ms, max |difference|), do_bench medians; torch's as NaN (and why,
-    printed) when it cannot run the case, so attnkit's number is kept."""
+    printed) when it cannot run the case, so attnkit's number is kept. results: the pair of
+    callables whose tensors are compared (default: ours and theirs)."""
     ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
     try:
-        err = (ours().float() - theirs().float()).abs().max().item()
+        ours_out, theirs_out = results or (ours, theirs)
+        err = (ours_out().float() - theirs_out().float()).abs().max().item()
         peer_ms = do_bench(theirs, warmup=25, rep=200, return_mode="median")
     except Exception as e:
         print(f"{name}: torch flex failed: {str(e)[:300]}")
@@ -45,18 +49,31 @@ def time_both(name, ours, theirs):
     return ms, peer_ms, err
 
 
+def backward_of(fn, q, k, v):
+    """(run the backward of fn(q, k, v) once more, the gradients as one tensor): the forward runs
+    once, outside the timing; dO is fixed random."""
+    q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
+    out = fn(q, k, v)
+    dout = torch.randn_like(out)
+
+    def run():
+        return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
+
+    return run, lambda: torch.cat([g.flatten() for g in run()])
+
+
 def cases(S, dev):
     torch.manual_seed(0)
     docs = torch.randint(0, 8, (1, S), device=dev, dtype=torch.int32).sort(dim=1).values
     slopes = (torch.arange(H, device=dev, dtype=torch.float32) + 1) * 0.01
-    # name, score mod, torch's score mod, mask mod, PEERS.md's torch flex fwd TFLOP/s (H200, S = 16384)
+    # name, score mod, torch's score mod, mask mod, PEERS.md's torch flex fwd and bwd TFLOP/s (H200, S = 16384)
     return [
-        ("noop", None, None, None, 485),
-        ("causal", None, None, flex.causal(), 411),
-        ("sliding1024", None, None, flex.and_masks(flex.causal(), flex.sliding_window(1024)), 345),
-        ("document_causal", None, None, flex.and_masks(flex.causal(), flex.document_mask(docs)), 322),
-        ("alibi_causal", flex.alibi(slopes), flex.alibi(slopes), flex.causal(), 376),
-        ("softcap_causal", flex.softcap(30.0), torch_softcap30, flex.causal(), 192),
+        ("noop", None, None, None, 485, 411),
+        ("causal", None, None, flex.causal(), 411, 392),
+        ("sliding1024", None, None, flex.and_masks(flex.causal(), flex.sliding_window(1024)), 345, 335),
+        ("document_causal", None, None, flex.and_masks(flex.causal(), flex.document_mask(docs)), 322, 327),
+        ("alibi_causal", flex.alibi(slopes), flex.alibi(slopes), flex.causal(), 376, 385),
+        ("softcap_causal", flex.softcap(30.0), torch_softcap30, flex.causal(), 192, 198),
     ]
 
 
@@ -64,6 +81,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--quick", action="store_true", help="S = 2048 only")
+    ap.add_argument("--no-backward", action="store_true", help="forward rows only")
     args = ap.parse_args()
     dev = "cuda"
     torch._dynamo.config.cache_size_limit = 256
@@ -74,8 +92,8 @@ def main():
     for S in ((2048,) if args.quick else (16384,)):
         B = max(1, 16384 // S)
         q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
-        dense_ms = None
-        for name, sm, torch_sm, mm, peer in cases(S, dev):
+        dense_ms = dense_bwd_ms = None
+        for name, sm, torch_sm, mm, peer, peer_bwd in cases(S, dev):
             torch._dynamo.reset()
             compiled = torch.compile(torch_flex, dynamic=False, fullgraph=True)
             bm = create_block_mask(mm, B, None, S, S, device=dev) if mm is not None else None
@@ -99,6 +117,20 @@ def main():
             rows.append(row)
             print(f"{name:18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x {tf / dense_tf:8.2f} "
                   f"{err:9.2e}", flush=True)
+            if args.no_backward:
+                continue
+            ours_bwd, ours_grads = backward_of(lambda *t: attnkit.flex_attention(*t, score_mod=sm, block_mask=bm), q, k, v)
+            theirs_bwd, theirs_grads = backward_of(lambda *t: compiled(*t, score_mod=torch_sm, block_mask=bm), q, k, v)
+            ms, peer_ms, err = time_both(name + " bwd", ours_bwd, theirs_bwd, (ours_grads, theirs_grads))
+            if name == "noop":
+                dense_bwd_ms = ms
+            tf, peer_tf = 2.5 * fl / ms / 1e9, 2.5 * fl / peer_ms / 1e9
+            dense_tf = 2.5 * 4 * B * H * S * S * D / dense_bwd_ms / 1e9
+            rows.append(dict(meta, op="flex_bwd", case=name, B=B, H=H, S=S, D=D, density=density, ms=ms, torch_ms=peer_ms,
+                             tflops=tf, torch_tflops=peer_tf, speedup_vs_torch=peer_ms / ms, bar=1.3,
+                             fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer_bwd, max_diff_vs_torch=err))
+            print(f"{name + ' bwd':18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x "
+                  f"{tf / dense_tf:8.2f} {err:9.2e}", flush=True)
     rows += decode_rows(meta, dev, args.quick)
     print("wrote", write_rows(args.out, "bench_flex.jsonl", rows))
 

@@ -47,6 +47,8 @@ if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_gpu_test \
     --gtest_filter='FlexGpu.UnlistedBlocksSkippedAndFullBlocksSkipMaskMod:FlexGpu.UnsupportedBlockSizesAreRefused:FlexGpu.ShortQueriesSplitKvMatchesFullPath'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_custom_gpu_test
+  step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_bwd_gpu_test \
+    --gtest_filter='FlexBwdGpu.UnlistedBlocksSkippedAndFullBlocksSkipMaskMod:FlexBwdGpu.UnsupportedBlockSizesAreRefused:FlexBwdGpu.GqaRatiosFp16AndWideBlocks'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_bwd_gpu_test \
     --gtest_filter='AttentionBwdGpu.VarlenWithOneTokenAndEmptySequences:AttentionBwdGpu.HeadDimsAndAwkwardLengths'
   # Not the 8500-sequence case: ~70k CTAs under memcheck cost minutes of device time.

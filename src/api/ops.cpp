@@ -44,7 +44,9 @@ size_t flex_forward_workspace_size(const FlexFwdParams& p) {
 size_t attention_backward_workspace_size(const AttentionBwdParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? cuda::attention_backward_workspace_size(p) : 0;
 }
-size_t flex_backward_workspace_size(const FlexBwdParams&) { return 0; }
+size_t flex_backward_workspace_size(const FlexBwdParams& p) {
+  return p.q.device.type == DeviceType::kCUDA ? cuda::flex_backward_workspace_size(p) : 0;
+}
 // The CUDA chunked forward keeps its WY kernel's w, u and gamma in the workspace.
 size_t gdn_forward_workspace_size(const GdnFwdParams& p) {
   return p.in.q.device.type == DeviceType::kCUDA ? cuda::gdn_forward_workspace_size(p) : 0;
@@ -61,7 +63,7 @@ Status flex_attention_forward(const FlexFwdParams& p) {
   return dispatch(p, p.q, cpu::flex_forward, cuda::flex_forward);
 }
 Status flex_attention_backward(const FlexBwdParams& p) {
-  return dispatch(p, p.q, "flex_attention_backward", cpu::flex_backward);
+  return dispatch(p, p.q, cpu::flex_backward, cuda::flex_backward);
 }
 Status gdn_forward(const GdnFwdParams& p) { return dispatch(p, p.in.q, cpu::gdn_forward, cuda::gdn_forward); }
 Status gdn_backward(const GdnBwdParams& p) { return dispatch(p, p.in.q, "gdn_backward", cpu::gdn_backward); }

@@ -16,6 +16,7 @@ set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/gdn/decode.cu
   src/cuda/gdn/chunk_fwd_dispatch.cu
   src/cuda/flex/fwd_dispatch.cu
+  src/cuda/flex/bwd_dispatch.cu
 )
 
 attnkit_instantiate(src/cuda/common/wgmma_smoke.cu.in wgmma_smoke_bf16 ELEMENT=cute::bfloat16_t)
@@ -38,6 +39,13 @@ endforeach()
 foreach(hd 64 128 256)
   attnkit_instantiate(src/cuda/attention/bwd_launch.cu.in attention_bwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
   attnkit_instantiate(src/cuda/attention/bwd_launch.cu.in attention_bwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
+endforeach()
+
+# Flex attention backward with the built-in catalog: (dtype, head dim); the backward kernel above
+# with flex's query-tile lists and score/mask functors (src/cuda/flex/bwd_variant.cuh).
+foreach(hd 64 128 256)
+  attnkit_instantiate(src/cuda/flex/bwd_launch.cu.in flex_bwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
+  attnkit_instantiate(src/cuda/flex/bwd_launch.cu.in flex_bwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
 endforeach()
 
 # Gated delta rule chunked forward: (dtype, K = V). Varlen/GVA/gates/states are runtime.

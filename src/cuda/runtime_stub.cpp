@@ -21,6 +21,10 @@ size_t attention_backward_workspace_size(const AttentionBwdParams&) { return 0; 
 Status flex_forward(const FlexFwdParams&) {
   return Unsupported("flex_attention_forward: this build has no CUDA kernels (configured without nvcc)");
 }
+Status flex_backward(const FlexBwdParams&) {
+  return Unsupported("flex_attention_backward: this build has no CUDA kernels (configured without nvcc)");
+}
+size_t flex_backward_workspace_size(const FlexBwdParams&) { return 0; }
 }  // namespace attnkit::cuda
 
 namespace attnkit::cuda {

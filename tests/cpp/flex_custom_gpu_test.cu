@@ -2,7 +2,10 @@
 // (attnkit/cuda/flex_cuda.cuh), against the CPU backend running the same functors
 // (cpu::flex_forward_with_mods) with the forward error rule of the other GPU tests. Two
 // instantiations live in this file: bf16 D128 with the examples' bias + causal-with-sinks mods,
-// fp16 D64 with a per-head table bias and NoMaskMod (BlockMask blocks all treated as full).
+// fp16 D64 with a per-head table bias and NoMaskMod (BlockMask blocks all treated as full); and
+// one backward instantiation (cuda::flex_backward_with_mods): bf16 D128, a score mod whose
+// derivative is not 1, causal-with-sinks, against cpu::flex_backward_with_mods.
+#include <array>
 #include <memory>
 
 #include "attnkit/cpu/flex_cpu.hpp"
@@ -21,6 +24,15 @@ struct HeadBias {
   ATTNKIT_HD T operator()(T s, int64_t, int64_t h, int64_t, int64_t, T* ds) const {
     *ds = T(1);
     return s + static_cast<T>(table[h]);
+  }
+};
+
+// 0.5 * score + a per-key bias: its derivative, 0.5, must reach dq and dk.
+struct HalfScoreKeyBias {
+  template <class T>
+  ATTNKIT_HD T operator()(T s, int64_t, int64_t, int64_t, int64_t kv, T* ds) const {
+    *ds = T(0.5);
+    return T(0.5) * s + T(0.01) * static_cast<T>(kv % 7);
   }
 };
 
@@ -134,6 +146,92 @@ TEST_F(FlexCustomGpu, TableScoreModAndNoMaskModWithBlockPattern) {
   Result gpu = run_gpu<DType::kFloat16, 64>(s, q, k, v, device_mod, NoMaskMod{}, &bm);
   expect_forward_within_cpu16_error(ref.out.values(), cpu16.out.values(), gpu.out.values(), ref.lse.values(),
                                     gpu.lse.values());
+}
+
+struct Grads {
+  HostTensor dq, dk, dv;
+};
+
+// The CPU forward then backward in dtype dt with the given functors; out / lse keep the forward's.
+template <class ScoreMod, class MaskMod>
+Grads backward_cpu(const Dims& s, const std::array<HostTensor, 4>& in, DType dt, const ScoreMod& sm, const MaskMod& mm,
+                   const HostBlockMask& bm, Result* fwd) {
+  *fwd = run_cpu(s, in[0], in[1], in[2], dt, sm, mm, &bm);
+  HostTensor q = in[0].to(dt), k = in[1].to(dt), v = in[2].to(dt), dout = in[3].to(dt);
+  Grads g{HostTensor(dt, {s.B, s.Hq, s.Sq, s.D}), HostTensor(dt, {s.B, s.Hkv, s.Sk, s.D}), HostTensor(dt, {s.B, s.Hkv, s.Sk, s.D})};
+  FlexBwdParams p;
+  p.q = q.view;
+  p.k = k.view;
+  p.v = v.view;
+  p.out = fwd->out.view;
+  p.lse = fwd->lse.view;
+  p.dout = dout.view;
+  p.dq = g.dq.view;
+  p.dk = g.dk.view;
+  p.dv = g.dv.view;
+  p.block_mask = bm.view();
+  const Status st = cpu::flex_backward_with_mods(p, sm, mm);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return g;
+}
+
+TEST_F(FlexCustomGpu, BackwardThroughAScoreModDerivative) {
+  const Dims s{2, 4, 2, 333, 400, 128};
+  auto [q, k, v] = random_inputs(s, DType::kBFloat16);
+  HostTensor dout(DType::kFloat64, {s.B, s.Hq, s.Sq, s.D});
+  std::mt19937 rng(9);
+  dout.randn(rng);
+  dout = dout.to(DType::kBFloat16).to(DType::kFloat64);
+  const std::array<HostTensor, 4> in{q, k, v, dout};
+  const HalfScoreKeyBias sm{};
+  const CausalWithSinks mm{};
+  const HostBlockMask bm = build_block_mask(s.Sq, s.Sk, 128, 128, s.B, s.Hq, [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return mm(b, h, i, j);
+  });
+  Result fwd64, fwd16;
+  const Grads ref = backward_cpu(s, in, DType::kFloat64, sm, mm, bm, &fwd64);
+  const Grads cpu16 = backward_cpu(s, in, DType::kBFloat16, sm, mm, bm, &fwd16);
+  // The GPU backward on the CPU's 16-bit forward.
+  HostTensor qh = q.to(DType::kBFloat16), kh = k.to(DType::kBFloat16), vh = v.to(DType::kBFloat16), doh = dout.to(DType::kBFloat16);
+  Grads gpu{HostTensor(DType::kBFloat16, {s.B, s.Hq, s.Sq, s.D}), HostTensor(DType::kBFloat16, {s.B, s.Hkv, s.Sk, s.D}),
+            HostTensor(DType::kBFloat16, {s.B, s.Hkv, s.Sk, s.D})};
+  DeviceTensor dq(qh), dk(kh), dv(vh), ddo(doh), dout16(fwd16.out), dlse(fwd16.lse), gq(gpu.dq), gk(gpu.dk), gv(gpu.dv);
+  DeviceTensor bn(bm.kv_num), bi(bm.kv_idx), fn(bm.full_num), fi(bm.full_idx);
+  for (DeviceTensor* t : {&gq, &gk, &gv}) t->poison();
+  FlexBwdParams p;
+  p.q = dq.view;
+  p.k = dk.view;
+  p.v = dv.view;
+  p.out = dout16.view;
+  p.lse = dlse.view;
+  p.dout = ddo.view;
+  p.dq = gq.view;
+  p.dk = gk.view;
+  p.dv = gv.view;
+  p.block_mask = bm.view();
+  p.block_mask.kv_num_blocks = bn.view;
+  p.block_mask.kv_indices = bi.view;
+  p.block_mask.full_kv_num_blocks = fn.view;
+  p.block_mask.full_kv_indices = fi.view;
+  DeviceScratch ws(flex_backward_workspace_size(p));
+  p.workspace = ws.workspace();
+  const Status st = attnkit::cuda::flex_backward_with_mods<DType::kBFloat16, 128>(p, sm, mm);
+  ASSERT_TRUE(st.ok()) << st.message();
+  gq.copy_to(gpu.dq);
+  gk.copy_to(gpu.dk);
+  gv.copy_to(gpu.dv);
+  const char* names[] = {"dq", "dk", "dv"};
+  const HostTensor* r[] = {&ref.dq, &ref.dk, &ref.dv};
+  const HostTensor* c16[] = {&cpu16.dq, &cpu16.dk, &cpu16.dv};
+  const HostTensor* g[] = {&gpu.dq, &gpu.dk, &gpu.dv};
+  for (int i = 0; i < 3; ++i) {
+    const auto vr = r[i]->values(), vc = c16[i]->values(), vg = g[i]->values();
+    ASSERT_TRUE(all_finite(vg)) << names[i] << ": unwritten or non-finite values";
+    const double cpu_err = max_abs_diff(vc, vr), gpu_err = max_abs_diff(vg, vr);
+    double scale = 1;
+    for (double x : vr) scale = std::max(scale, std::abs(x));
+    EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3 * scale) << names[i] << ": gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err;
+  }
 }
 
 TEST_F(FlexCustomGpu, WrongInstantiationIsRefusedNamingQ) {

@@ -7,68 +7,10 @@
 #include <algorithm>
 #include <memory>
 
-#include "attnkit/semantics/flex_catalog.hpp"
-#include "flex_block_mask.hpp"
-#include "gpu_util.hpp"
+#include "flex_gpu_case.hpp"
 
 namespace attnkit::test {
 namespace {
-
-struct FlexGpuCase {
-  int64_t B = 2, Hq = 4, Hkv = 2, Sq = 300, Sk = 300, D = 128;
-  DType dt = DType::kBFloat16;
-  bool causal = false, prefix = false, document = false, alibi = false, rel_bias = false;
-  int64_t window = -1;
-  double softcap = 0;
-  int block_mask = 1;  // 0: none, 1: per (b, h) lists, 2: broadcast over B and H
-  bool full_blocks = true;
-  int64_t block_k = 128;
-  MaskFn block_pattern;  // set: the BlockMask lists this pattern instead of the catalog mask
-  int num_splits = 0;    // the GPU run's FlexFwdParams::num_splits (short queries: split-KV)
-  std::string name() const {
-    return "B" + std::to_string(B) + " Hq" + std::to_string(Hq) + " Hkv" + std::to_string(Hkv) + " Sq" + std::to_string(Sq) +
-           " Sk" + std::to_string(Sk) + " D" + std::to_string(D) + (dt == DType::kFloat16 ? " fp16" : " bf16") +
-           (causal ? " causal" : "") + (prefix ? " prefix" : "") + (document ? " doc" : "") + (alibi ? " alibi" : "") +
-           (rel_bias ? " rel_bias" : "") + (window >= 0 ? " window" + std::to_string(window) : "") +
-           (softcap > 0 ? " softcap" : "") + " blockmask" + std::to_string(block_mask) + (full_blocks ? "+full" : "") +
-           " bk" + std::to_string(block_k) + " splits" + std::to_string(num_splits);
-  }
-};
-
-// The mod tables of a case, on the host (CPU runs) or copied to the device (GPU run).
-struct ModTables {
-  HostTensor alibi, rel_bias, prefix, doc_q, doc_kv;
-};
-
-ModTables make_tables(const FlexGpuCase& c, std::mt19937& rng) {
-  ModTables t{HostTensor(DType::kFloat32, {c.Hq}), HostTensor(DType::kFloat32, {c.Hq, 2 * c.Sk - 1}),
-              HostTensor(DType::kInt32, {c.B}), HostTensor(DType::kInt32, {c.B, c.Sq}), HostTensor(DType::kInt32, {c.B, c.Sk})};
-  for (int64_t h = 0; h < c.Hq; ++h) t.alibi.set(h, -std::pow(2.0, -8.0 * (h + 1) / c.Hq));
-  t.rel_bias.randn(rng);
-  for (int64_t b = 0; b < c.B; ++b) t.prefix.set(b, static_cast<double>((b * 37 + 11) % std::max<int64_t>(c.Sk, 1)));
-  // Documents: the same boundaries in query and key positions (scaled when Sq != Sk).
-  for (int64_t b = 0; b < c.B; ++b) {
-    for (int64_t i = 0; i < c.Sq; ++i) t.doc_q.set(b * c.Sq + i, static_cast<double>((i * 5 / std::max<int64_t>(c.Sq, 1) + b) % 7));
-    for (int64_t j = 0; j < c.Sk; ++j) t.doc_kv.set(b * c.Sk + j, static_cast<double>((j * 5 / std::max<int64_t>(c.Sk, 1) + b) % 7));
-  }
-  return t;
-}
-
-FlexMods mods_of(const FlexGpuCase& c, const TensorView& alibi, const TensorView& rel_bias, const TensorView& prefix,
-                 const TensorView& doc_q, const TensorView& doc_kv) {
-  FlexMods m;
-  m.causal = c.causal;
-  m.sliding_window = c.window;
-  m.softcap = c.softcap;
-  if (c.alibi) m.alibi_slopes = alibi;
-  if (c.rel_bias) m.rel_bias = rel_bias;
-  if (c.prefix) m.prefix_lengths = prefix;
-  if (c.document) {
-    m.document_ids_q = doc_q;
-    m.document_ids_kv = doc_kv;
-  }
-  return m;
-}
 
 struct Run {
   HostTensor out, lse;
@@ -78,15 +20,8 @@ Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const Ho
         bool on_gpu) {
   HostTensor qh = q.to(dt), kh = k.to(dt), vh = v.to(dt);
   Run r{HostTensor(dt, {c.B, c.Hq, c.Sq, c.D}), HostTensor(DType::kFloat32, {c.B, c.Hq, c.Sq})};
-  // The BlockMask comes from the catalog's own mask functor on the host tables.
-  const FlexMods host_mods = mods_of(c, tables.alibi.view, tables.rel_bias.view, tables.prefix.view, tables.doc_q.view,
-                                     tables.doc_kv.view);
-  const CatalogMaskMod mask = catalog_mask_mod(host_mods);
-  const MaskFn fn = c.block_pattern ? c.block_pattern : MaskFn([&](int64_t b, int64_t h, int64_t i, int64_t j) { return mask(b, h, i, j); });
-  std::unique_ptr<HostBlockMask> bm;
-  if (c.block_mask)
-    bm = std::make_unique<HostBlockMask>(build_block_mask(c.Sq, c.Sk, 128, c.block_k, c.block_mask == 1 ? c.B : 1,
-                                                          c.block_mask == 1 ? c.Hq : 1, fn, c.full_blocks));
+  const FlexMods host_mods = mods_of(c, tables);
+  const std::unique_ptr<HostBlockMask> bm = block_mask_of(c, host_mods);
   FlexFwdParams p;
   if (!on_gpu) {
     p.q = qh.view;
@@ -101,7 +36,7 @@ Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const Ho
     return r;
   }
   DeviceTensor dq(qh), dk(kh), dv(vh), dout(r.out), dlse(r.lse);
-  DeviceTensor da(tables.alibi), drb(tables.rel_bias), dpre(tables.prefix), ddq(tables.doc_q), ddk(tables.doc_kv);
+  const DeviceModTables dtables(tables);
   dout.poison();
   dlse.poison();
   p.q = dq.view;
@@ -109,20 +44,11 @@ Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const Ho
   p.v = dv.view;
   p.out = dout.view;
   p.lse = dlse.view;
-  p.mods = mods_of(c, da.view, drb.view, dpre.view, ddq.view, ddk.view);
-  std::unique_ptr<DeviceTensor> bn, bi, fn_, fi;
+  p.mods = dtables.mods(c);
+  std::unique_ptr<DeviceBlockMask> dbm;
   if (bm) {
-    bn = std::make_unique<DeviceTensor>(bm->kv_num);
-    bi = std::make_unique<DeviceTensor>(bm->kv_idx);
-    p.block_mask = bm->view();
-    p.block_mask.kv_num_blocks = bn->view;
-    p.block_mask.kv_indices = bi->view;
-    if (c.full_blocks) {
-      fn_ = std::make_unique<DeviceTensor>(bm->full_num);
-      fi = std::make_unique<DeviceTensor>(bm->full_idx);
-      p.block_mask.full_kv_num_blocks = fn_->view;
-      p.block_mask.full_kv_indices = fi->view;
-    }
+    dbm = std::make_unique<DeviceBlockMask>(*bm);
+    p.block_mask = dbm->view();
   }
   p.num_splits = c.num_splits;
   DeviceScratch ws(flex_forward_workspace_size(p));

@@ -1,5 +1,5 @@
-// attnkit/cuda/flex_cuda.cuh — the Hopper flex attention forward with your own score_mod /
-// mask_mod functors, instantiated in your own CUDA translation unit.
+// attnkit/cuda/flex_cuda.cuh — the Hopper flex attention forward and backward with your own
+// score_mod / mask_mod functors, instantiated in your own CUDA translation unit.
 //
 //   #include "attnkit/cuda/flex_cuda.cuh"
 //   struct MyBias {                     // the functor contract of attnkit/semantics/flex_mods.hpp,
@@ -10,6 +10,9 @@
 //   attnkit::FlexFwdParams p = ...;     // CUDA q/k/v/out [B, H, S, D], workspace, optional BlockMask
 //   attnkit::Status st = attnkit::cuda::flex_forward_with_mods<attnkit::DType::kBFloat16, 128>(
 //       p, MyBias{table}, attnkit::CausalMaskMod{});
+//   attnkit::FlexBwdParams g = ...;     // the forward's out and lse, dout; dq/dk/dv; workspace
+//   st = attnkit::cuda::flex_backward_with_mods<attnkit::DType::kBFloat16, 128>(g, MyBias{table},
+//                                                                              attnkit::CausalMaskMod{});
 //
 // One call instantiates one kernel for (dtype, head dim, your functors): compile only the ones
 // you use (each costs about half a minute of nvcc). Build with nvcc for sm_90a; in CMake, link the
@@ -17,7 +20,9 @@
 // flags. p.mods (the built-in catalog) is ignored, as in cpu::flex_forward_with_mods; IdentityScoreMod
 // and NoMaskMod are recognised and cost nothing. Each key is visited as the BlockMask says (every key
 // without one); mask_mod runs on partial blocks only; short queries (Sq <= 64) take the split-KV
-// path as the built-in op does (p.num_splits). examples/flex_custom_mod_cuda.cu is a program.
+// path as the built-in op does (p.num_splits). The backward differentiates through your score mod
+// with the derivative it writes to *ds (evaluated per element beside the mask, so a heavy functor
+// costs registers); p.deterministic as the built-in op. examples/flex_custom_mod_cuda.cu is a program.
 #pragma once
 #include <cutlass/numeric_types.h>
 
@@ -27,24 +32,34 @@
 #include "attnkit/flex.hpp"
 #include "attnkit/semantics/flex_mods.hpp"
 #include "attnkit/validate.hpp"
+#include "src/cuda/attention/bwd_launch.cuh"
 #include "src/cuda/attention/fwd_launch.cuh"
+#include "src/cuda/flex/bwd_setup.cuh"
+#include "src/cuda/flex/bwd_variant.cuh"
 #include "src/cuda/flex/fwd_setup.cuh"
 #include "src/cuda/flex/fwd_variant.cuh"
 
 namespace attnkit::cuda {
 
+namespace detail {
+template <DType kDType, int kHeadDim>
+Status check_instantiation(const TensorView& q, const char* op) {
+  static_assert(kDType == DType::kBFloat16 || kDType == DType::kFloat16, "the CUDA kernels take bfloat16 or float16");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "the CUDA flex kernels take head dims 64, 128, 256");
+  if (q.device.type != DeviceType::kCUDA)
+    return InvalidArgument(std::string("q: ") + op + " runs on the GPU; got a CPU tensor (use the cpu:: one)");
+  if (q.dtype != kDType)
+    return InvalidArgument(std::string("q: this instantiation takes ") + dtype_name(kDType) + ", got " + dtype_name(q.dtype));
+  if (q.size(3) != kHeadDim)
+    return InvalidArgument("q: this instantiation takes head dim " + std::to_string(kHeadDim) + ", got " + std::to_string(q.size(3)));
+  return Status::Ok();
+}
+}  // namespace detail
+
 template <DType kDType, int kHeadDim, class ScoreMod, class MaskMod>
 Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod, const MaskMod& mask_mod) {
-  static_assert(kDType == DType::kBFloat16 || kDType == DType::kFloat16, "the CUDA kernels take bfloat16 or float16");
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "the CUDA flex forward takes head dims 64, 128, 256");
   ATTNKIT_RETURN_IF_ERROR(validate(p));
-  if (p.q.device.type != DeviceType::kCUDA)
-    return InvalidArgument("q: cuda::flex_forward_with_mods runs on the GPU; got a CPU tensor (use cpu::flex_forward_with_mods)");
-  if (p.q.dtype != kDType)
-    return InvalidArgument(std::string("q: this instantiation takes ") + dtype_name(kDType) + ", got " + dtype_name(p.q.dtype));
-  if (p.q.size(3) != kHeadDim)
-    return InvalidArgument("q: this instantiation takes head dim " + std::to_string(kHeadDim) + ", got " +
-                           std::to_string(p.q.size(3)));
+  ATTNKIT_RETURN_IF_ERROR((detail::check_instantiation<kDType, kHeadDim>(p.q, "cuda::flex_forward_with_mods")));
   AttnFwdArgs a;
   ATTNKIT_RETURN_IF_ERROR(flex::fill_fwd_args(p, a));
   using Variant = flex::FlexVariant<ScoreMod, MaskMod>;
@@ -58,6 +73,25 @@ Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod,
   using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
   return flex::run_forward<Element>(p, a, f, [&] { return attn::launch_fwd<Element, kHeadDim, Variant>(a, f); },
                                     "cuda::flex_forward_with_mods");
+}
+
+template <DType kDType, int kHeadDim, class ScoreMod, class MaskMod>
+Status flex_backward_with_mods(const FlexBwdParams& p, const ScoreMod& score_mod, const MaskMod& mask_mod) {
+  ATTNKIT_RETURN_IF_ERROR(validate(p));
+  ATTNKIT_RETURN_IF_ERROR((detail::check_instantiation<kDType, kHeadDim>(p.q, "cuda::flex_backward_with_mods")));
+  AttnBwdArgs a;
+  ATTNKIT_RETURN_IF_ERROR(flex::fill_bwd_args(p, a));
+  using Variant = flex::FlexBwdVariant<ScoreMod, MaskMod>;
+  typename Variant::Args f;
+  f.score_mod = score_mod;
+  f.mask_mod = mask_mod;
+  f.use_score_mod = !std::is_same_v<ScoreMod, IdentityScoreMod>;
+  f.use_mask_mod = !is_no_mask_v<MaskMod>;
+  ATTNKIT_RETURN_IF_ERROR(flex::set_bwd_block_mask(p, f));
+  using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
+  const cudaError_t err = attn::launch_bwd<Element, kHeadDim, Variant>(a, f);
+  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("cuda::flex_backward_with_mods: ") + cudaGetErrorString(err)};
+  return Status::Ok();
 }
 
 }  // namespace attnkit::cuda

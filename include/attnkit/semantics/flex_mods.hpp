@@ -78,6 +78,14 @@ struct CatalogScoreMod {
     if (alibi.slopes) f(alibi);
     if (softcap.cap > 0.f) f(softcap);
   }
+  // d(modified)/d(score) from the modified score alone: rel_bias and ALiBi add a constant, and
+  // softcap, the last part, is y = c tanh(s / c) with derivative 1 - (y / c)^2. The GPU backward
+  // applies the parts one pass each (as the forward) and so needs no derivative per element.
+  template <class T>
+  ATTNKIT_HD T derivative_from_output(T y) const {
+    const T t = y * (softcap.cap > 0.f ? T(1) / static_cast<T>(softcap.cap) : T(0));  // without softcap: 1
+    return T(1) - t * t;
+  }
   template <class T>
   ATTNKIT_HD T operator()(T s, int64_t b, int64_t h, int64_t q, int64_t kv, T* ds) const {
     T d = T(1);

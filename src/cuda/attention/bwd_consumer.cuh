@@ -25,10 +25,12 @@
 
 namespace attnkit::cuda::attn {
 
-template <class Traits>
+template <class Traits, class Variant>
 struct BwdConsumer {
   using T = Traits;
   using Element = typename T::Element;
+  using Tile = typename Variant::template Tile<T>;
+  using Probs = typename Variant::template Probs<T>;
   typename T::TiledMmaSdP mma_sdp;
   typename T::TiledMmadV mma_dv;
   typename T::TiledMmadK mma_dk;
@@ -38,21 +40,22 @@ struct BwdConsumer {
 
   CUTE_DEVICE BwdConsumer() : thread_idx(threadIdx.x - 128), wg(__shfl_sync(0xffffffff, (threadIdx.x - 128) / 128, 0)) {}
 
-  CUTE_DEVICE void run(const BwdParams<T>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
+  CUTE_DEVICE void run(const BwdParams<T, Variant>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
                        typename T::Pipeline& pipe_do) {
     const AttnBwdArgs& a = params.args;
-    const BwdTileInfo<T> tile(a);
+    const Tile tile(a, params.extra);
     if (tile.skip()) return;
+    const Probs probs(a, params.extra, tile, wg);
     Tensor tdVrdV = partition_fragment_C(mma_dv, Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{});  // fp32 [64, D] / 128 threads
     Tensor tdKrdK = partition_fragment_C(mma_dk, Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{});
     clear(tdVrdV);
     clear(tdKrdK);
 
-    if (tile.m_begin < tile.m_end) {
+    const int count = tile.num_query_tiles();
+    if (count > 0) {
       smem.barrier_kv.wait(0);
       typename T::PipelineState state;  // index 0, phase 0
-      for (int m = tile.m_end - 1; m >= tile.m_begin; --m, ++state)
-        query_tile(a, tile, smem, pipe_q, pipe_do, state, m, tile.m_end - 1 - m, tdVrdV, tdKrdK);
+      for (int j = 0; j < count; ++j, ++state) query_tile(probs, smem, pipe_q, pipe_do, state, j, tile.query_tile(j), tdVrdV, tdKrdK);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -64,11 +67,11 @@ struct BwdConsumer {
     store_dkv<T>(a, tile, as_rowcol(tdVrdV), cKV, a.dv, a.dv_stride, a.dv_accum);
   }
 
-  // One query tile m: dV, dK += its contributions; its dQ partial added to dq_accum.
+  // The j-th visited query tile, m: dV, dK += its contributions; its dQ partial added to dq_accum.
   template <class TAcc>
-  CUTE_DEVICE void query_tile(const AttnBwdArgs& a, const BwdTileInfo<T>& tile, typename T::SharedStorage& smem,
-                              typename T::Pipeline& pipe_q, typename T::Pipeline& pipe_do, typename T::PipelineState state, int m,
-                              int ordinal, TAcc& tdVrdV, TAcc& tdKrdK) {  // ordinal: tiles done before this one
+  CUTE_DEVICE void query_tile(const Probs& probs, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
+                              typename T::Pipeline& pipe_do, typename T::PipelineState state, int j, int m, TAcc& tdVrdV,
+                              TAcc& tdKrdK) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
     Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
@@ -105,28 +108,11 @@ struct BwdConsumer {
     Tensor cS = mma_sdp.get_thread_slice(thread_idx).partition_C(make_identity_tensor(Shape<Int<T::kBlockN>, Int<T::kBlockM>>{}));
     const float* lse2 = smem.lse2.data() + s * T::kBlockM;
     const float* delta = smem.delta.data() + s * T::kBlockM;
-    const int key0 = tile.n_block * T::kBlockN, row0 = m * T::kBlockM;
-    // Per-element masking unless every key of this warpgroup is visible to every query row of the
-    // tile (rows past the sequence end have lse2 = +inf and so P = 0 without a mask).
-    const int wg_key_first = key0 + T::wg_key0(wg), wg_key_last = wg_key_first + 63;
-    const int first_row = row0 + T::wg_query0(wg);
-    const int last_row = min(first_row + T::kWgQueries, tile.seq.seqlen_q) - 1;
-    const bool needs_mask = wg_key_last >= tile.seq.seqlen_k || tile.rule.lo(last_row) > wg_key_first ||
-                            tile.rule.hi(first_row) < wg_key_last;
-    const bool softcap = a.softcap > 0.f;
-    ProbArgs pa{softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E), a.softcap, softcap ? a.scale / a.softcap : 0.f,
-                key0, row0, tile.seq.seqlen_k, tile.rule};
 
     warpgroup_wait<1>();  // S^T ready; dP^T may still run
     warpgroup_fence_operand(tSrS);
     Tensor tdVrP = make_tensor<Element>(acc_as_operand_a_layout(tSrS.layout()));  // P^T as the A operand of dV
-    if (softcap) {
-      if (needs_mask) scores_to_probs<true, true>(tSrS, tdVrP, cS, lse2, pa);
-      else scores_to_probs<true, false>(tSrS, tdVrP, cS, lse2, pa);
-    } else {
-      if (needs_mask) scores_to_probs<false, true>(tSrS, tdVrP, cS, lse2, pa);
-      else scores_to_probs<false, false>(tSrS, tdVrP, cS, lse2, pa);
-    }
+    probs(tSrS, tdVrP, cS, lse2, j, m);
     if constexpr (T::kSplitD) {
       store_pt(tdVrP, sPt, T::wg_key0(wg), T::wg_query0(wg));  // dV needs the other warpgroup's queries too
     } else {
@@ -151,8 +137,8 @@ struct BwdConsumer {
     // Staging order: float4 j of thread t at (j * 256 + t) * 4 — conflict-free stores; the
     // postprocess reads it back with the same MMA partitioning.
     static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
-    const int buf = ordinal % T::kDqBuffers;
-    if (ordinal >= T::kDqBuffers)  // the writer is done with it
+    const int buf = j % T::kDqBuffers;
+    if (j >= T::kDqBuffers)  // the writer is done with it
       cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty + buf);
     float4* staging = reinterpret_cast<float4*>(smem.dq.data() + buf * T::kDqFloats);
     CUTE_UNROLL

@@ -8,6 +8,7 @@
 
 #include "src/cuda/api.hpp"
 #include "src/cuda/attention/bwd_args.hpp"
+#include "src/cuda/attention/bwd_workspace.hpp"
 #include "src/cuda/attention/dispatch_common.hpp"
 #include "src/cuda/attention/tma_checks.hpp"
 
@@ -28,34 +29,21 @@ bool ordered_dq(const AttentionBwdParams& p) {
   return p.deterministic || (p.q.size(-1) == 256 && unmasked && sq >= 2048);
 }
 
-// Where each fp32 buffer of the backward lives in the caller's workspace (byte offsets).
-struct BwdWorkspace {
-  int rows_padded = 0;
-  size_t lse2 = 0, delta = 0, dq_accum = 0, dk_accum = 0, dv_accum = 0, semaphore = 0, total = 0;
-  explicit BwdWorkspace(const AttentionBwdParams& p) {
-    const bool varlen = p.cu_seqlens_q.defined();
-    const int o = varlen ? 0 : 1;
-    const int64_t sq = p.q.size(o), sk = p.k.size(o), hq = p.q.size(o + 1), hkv = p.k.size(o + 1), d = p.q.size(-1);
-    const int64_t batch = varlen ? p.cu_seqlens_q.size(0) - 1 : p.q.size(0);
-    const int64_t m = kBwdBlockM;
-    rows_padded = static_cast<int>(varlen ? (sq + batch * m + m - 1) / m * m : batch * ((sq + m - 1) / m) * m);
-    const int64_t rows_k = varlen ? sk : batch * sk;
-    auto take = [&](int64_t bytes) {
-      const size_t at = total;
-      total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
-      return at;
-    };
-    lse2 = take(hq * rows_padded * 4);
-    delta = take(hq * rows_padded * 4);
-    dq_accum = take(hq * rows_padded * d * 4);
-    if (ordered_dq(p)) semaphore = take(hq * rows_padded / m * 4);
-    if (hq != hkv) {
-      const int64_t heads = p.deterministic || p.gqa_reduction == GqaReduction::kSplit ? hq : hkv;
-      dk_accum = take(rows_k * heads * d * 4);
-      dv_accum = take(rows_k * heads * d * 4);
-    }
-  }
-};
+BwdShape shape_of(const AttentionBwdParams& p) {
+  const bool varlen = p.cu_seqlens_q.defined();
+  const int o = varlen ? 0 : 1;
+  BwdShape s;
+  s.batch = varlen ? p.cu_seqlens_q.size(0) - 1 : p.q.size(0);
+  s.sq = p.q.size(o);
+  s.sk = p.k.size(o);
+  s.heads_q = p.q.size(o + 1);
+  s.heads_kv = p.k.size(o + 1);
+  s.head_dim = p.q.size(-1);
+  s.varlen = varlen;
+  s.ordered_dq = ordered_dq(p);
+  s.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
+  return s;
+}
 
 template <class Element>
 cudaError_t launch_for_head_dim(int d, const AttnBwdArgs& a) {
@@ -68,7 +56,7 @@ cudaError_t launch_for_head_dim(int d, const AttnBwdArgs& a) {
 
 }  // namespace
 
-size_t attention_backward_workspace_size(const AttentionBwdParams& p) { return BwdWorkspace(p).total; }
+size_t attention_backward_workspace_size(const AttentionBwdParams& p) { return BwdWorkspace(shape_of(p)).total; }
 
 Status attention_backward(const AttentionBwdParams& p) {
   ATTNKIT_RETURN_IF_ERROR(check_dtype_and_head_dim(p.q, p.v, {64, 128, 256}, "the CUDA backward"));
@@ -100,19 +88,9 @@ Status attention_backward(const AttentionBwdParams& p) {
   a.ordered_dq = ordered_dq(p);
   a.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
 
-  const BwdWorkspace ws(p);
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
     return InvalidArgument("workspace: the CUDA backward needs a 256-byte aligned device pointer");
-  char* base = static_cast<char*>(p.workspace.data);
-  a.rows_padded = ws.rows_padded;
-  a.lse2 = reinterpret_cast<float*>(base + ws.lse2);
-  a.delta = reinterpret_cast<float*>(base + ws.delta);
-  a.dq_accum = reinterpret_cast<float*>(base + ws.dq_accum);
-  if (a.ordered_dq) a.dq_semaphore = reinterpret_cast<int*>(base + ws.semaphore);
-  if (a.heads_q != a.heads_kv) {
-    a.dk_accum = reinterpret_cast<float*>(base + ws.dk_accum);
-    a.dv_accum = reinterpret_cast<float*>(base + ws.dv_accum);
-  }
+  BwdWorkspace(shape_of(p)).carve(static_cast<char*>(p.workspace.data), a);
   const cudaError_t err = p.q.dtype == DType::kBFloat16 ? launch_for_head_dim<cutlass::bfloat16_t>(static_cast<int>(D), a)
                                                         : launch_for_head_dim<cutlass::half_t>(static_cast<int>(D), a);
   if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("attention_backward: ") + cudaGetErrorString(err)};

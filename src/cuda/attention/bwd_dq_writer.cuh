@@ -10,7 +10,6 @@
 // tiles before it that meet the tile), adds, waits for completion, and bumps the count.
 #pragma once
 #include "src/cuda/attention/bulk.cuh"
-#include "src/cuda/attention/bwd_tile.cuh"
 #include "src/cuda/attention/bwd_traits.cuh"
 
 namespace attnkit::cuda::attn {
@@ -20,21 +19,22 @@ namespace attnkit::cuda::attn {
 enum BwdNamedBarrier : int { kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 4 };
 inline constexpr int kDqBarrierThreads = 256 + 32;
 
-template <class Traits>
-CUTE_DEVICE void bwd_dq_writer(const AttnBwdArgs& a, typename Traits::SharedStorage& smem) {
+template <class Traits, class Variant>
+CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem) {
   using T = Traits;
-  const BwdTileInfo<T> tile(a);
+  const AttnBwdArgs& a = params.args;
+  const typename Variant::template Tile<T> tile(a, params.extra);
   const bool leader = cute::elect_one_sync();
-  const int count = tile.m_end - tile.m_begin;
+  const int count = tile.skip() ? 0 : tile.num_query_tiles();
 #pragma unroll 1
-  for (int j = 0; j < count; ++j) {  // the consumers' order: query tile m_end - 1 - j
-    const int m = tile.m_end - 1 - j, buf = j % T::kDqBuffers;
+  for (int j = 0; j < count; ++j) {  // the consumers' order
+    const int m = tile.query_tile(j), buf = j % T::kDqBuffers;
     cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull + buf);
     if (leader) {
       const int64_t rows = tile.row_block(a, m);
       int* sem = a.ordered_dq ? a.dq_semaphore + rows / T::kBlockM : nullptr;
       if (sem) {
-        const int turn = tile.n_block - tile.first_key_tile(m);
+        const int turn = tile.dq_turn(j);
         while (load_acquire(sem) != turn) {
         }
       }

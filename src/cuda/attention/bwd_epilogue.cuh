@@ -4,13 +4,13 @@
 // into the per-query-head fp32 buffer (GQA, split). Rows past the sequence end are not written.
 #pragma once
 #include "attnkit/semantics/heads.hpp"
-#include "src/cuda/attention/bwd_tile.cuh"
+#include "src/cuda/attention/bwd_traits.cuh"
 
 namespace attnkit::cuda::attn {
 
 // acc_rc / coord_rc: the fragment as (row, col) and each register's (key, d) within the CTA tile.
-template <class Traits, class TensorA, class TensorC>
-CUTE_DEVICE void store_dkv(const AttnBwdArgs& a, const BwdTileInfo<Traits>& tile, TensorA const& acc_rc, TensorC const& coord_rc,
+template <class Traits, class Tile, class TensorA, class TensorC>
+CUTE_DEVICE void store_dkv(const AttnBwdArgs& a, const Tile& tile, TensorA const& acc_rc, TensorC const& coord_rc,
                            void* out, const int64_t (&out_stride)[3], float* accum) {
   using Element = typename Traits::Element;
   const bool varlen = a.cu_seqlens_q != nullptr;

@@ -8,6 +8,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "src/cuda/attention/bwd_consumer.cuh"
+#include "src/cuda/attention/bwd_variant.cuh"
 #include "src/cuda/attention/fwd_kernel.cuh"  // make_tma_pipeline
 
 namespace attnkit::cuda::attn {
@@ -19,8 +20,9 @@ CUTE_DEVICE typename Traits::Pipeline make_bwd_pipeline(typename Traits::Pipelin
                                                                      Traits::kTmaBytesQ);
 }
 
-template <class Traits>
-__global__ void __launch_bounds__(Traits::kThreads, 1) attention_bwd_kernel(CUTE_GRID_CONSTANT const BwdParams<Traits> params) {
+template <class Traits, class Variant>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    attention_bwd_kernel(CUTE_GRID_CONSTANT const BwdParams<Traits, Variant> params) {
   using T = Traits;
   extern __shared__ char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
@@ -44,13 +46,13 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) attention_bwd_kernel(CUTE
       auto pipe_do = make_bwd_pipeline<T>(smem.pipeline_do, true);
       bwd_producer<T>(params, smem, pipe_q, pipe_do);
     } else if (warp == 1) {
-      bwd_dq_writer<T>(params.args, smem);
+      bwd_dq_writer<T, Variant>(params, smem);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
     auto pipe_q = make_bwd_pipeline<T>(smem.pipeline_q, false);
     auto pipe_do = make_bwd_pipeline<T>(smem.pipeline_do, false);
-    BwdConsumer<T>().run(params, smem, pipe_q, pipe_do);
+    BwdConsumer<T, Variant>().run(params, smem, pipe_q, pipe_do);
   }
 }
 

@@ -13,8 +13,9 @@
 
 namespace attnkit::cuda::attn {
 
-template <class Element, int kHeadDim>
-cudaError_t launch_attention_bwd(const AttnBwdArgs& a) {
+// The backward with any variant (bwd_variant.cuh); `extra` is its own parameters.
+template <class Element, int kHeadDim, class Variant>
+cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra) {
   using T = BwdTraits<Element, kHeadDim>;
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool varlen = a.cu_seqlens_q != nullptr;
@@ -39,8 +40,9 @@ cudaError_t launch_attention_bwd(const AttnBwdArgs& a) {
 
   const int batch_dim = varlen ? 1 : a.batch;
   auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };
-  BwdParams<T> p;
+  BwdParams<T, Variant> p;
   p.args = a;
+  p.extra = extra;
   // Empty sides still get a valid TMA descriptor (never read: no query tile meets a key tile).
   p.shape_q = make_shape(std::max(a.seqlen_q, 1), kHeadDim, a.heads_q, batch_dim);
   p.shape_k = make_shape(std::max(a.seqlen_k, 1), kHeadDim, a.heads_kv, batch_dim);
@@ -57,9 +59,9 @@ cudaError_t launch_attention_bwd(const AttnBwdArgs& a) {
                           Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
   const int n_blocks = (a.max_seqlen_k + T::kBlockN - 1) / T::kBlockN;
   if (n_blocks > 0) {  // also with no queries: dK and dV are then written as zeros
-    err = ensure_dynamic_smem<attention_bwd_kernel<T>>(T::kSmemBytes);
+    err = ensure_dynamic_smem<attention_bwd_kernel<T, Variant>>(T::kSmemBytes);
     if (err != cudaSuccess) return err;
-    attention_bwd_kernel<T><<<dim3(n_blocks, a.heads_q, a.batch), T::kThreads, T::kSmemBytes, stream>>>(p);
+    attention_bwd_kernel<T, Variant><<<dim3(n_blocks, a.heads_q, a.batch), T::kThreads, T::kSmemBytes, stream>>>(p);
   }
   if (max_rows > 0) attention_bwd_dq_kernel<T><<<dim3(max_rows / T::kBlockM, a.heads_q, a.batch), 256, 0, stream>>>(a);
   if (gqa && rows_k > 0) {
@@ -68,6 +70,11 @@ cudaError_t launch_attention_bwd(const AttnBwdArgs& a) {
     attention_bwd_dkv_kernel<Element><<<blocks, 256, 0, stream>>>(a, rows_k);
   }
   return cudaGetLastError();
+}
+
+template <class Element, int kHeadDim>
+cudaError_t launch_attention_bwd(const AttnBwdArgs& a) {
+  return launch_bwd<Element, kHeadDim, DenseBwdVariant>(a, {});
 }
 
 }  // namespace attnkit::cuda::attn

@@ -3,7 +3,6 @@
 // pipelines. One elected thread issues everything.
 #pragma once
 #include "attnkit/semantics/heads.hpp"
-#include "src/cuda/attention/bwd_tile.cuh"
 #include "src/cuda/attention/bwd_traits.cuh"
 
 namespace attnkit::cuda::attn {
@@ -13,13 +12,14 @@ CUTE_DEVICE void bulk_load_floats(const float* src, float* dst, uint64_t* barrie
   SM90_BULK_COPY_G2S::copy(src, barrier, dst, bytes);
 }
 
-template <class Traits>
-CUTE_DEVICE void bwd_producer(const BwdParams<Traits>& params, typename Traits::SharedStorage& smem, typename Traits::Pipeline& pipe_q,
-                              typename Traits::Pipeline& pipe_do) {
+template <class Traits, class Variant>
+CUTE_DEVICE void bwd_producer(const BwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem,
+                              typename Traits::Pipeline& pipe_q, typename Traits::Pipeline& pipe_do) {
   using T = Traits;
   const AttnBwdArgs& a = params.args;
-  const BwdTileInfo<T> tile(a);
-  if (tile.m_begin >= tile.m_end) return;
+  const typename Variant::template Tile<T> tile(a, params.extra);
+  const int count = tile.skip() ? 0 : tile.num_query_tiles();
+  if (count == 0) return;
   const int b = a.cu_seqlens_q ? 0 : tile.batch;  // varlen: windows of the packed tensors
   const int head_kv = static_cast<int>(kv_head_of(tile.head, a.heads_q, a.heads_kv));
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});      // [M, D, stage]
@@ -51,7 +51,8 @@ CUTE_DEVICE void bwd_producer(const BwdParams<Traits>& params, typename Traits::
 
   typename T::PipelineState state = cutlass::make_producer_start_state<typename T::Pipeline>();
 #pragma unroll 1  // 24 registers: unrolled copies of this loop would spill
-  for (int m = tile.m_end - 1; m >= tile.m_begin; --m) {  // last first: see bwd_consumer.cuh
+  for (int j = 0; j < count; ++j) {
+    const int m = tile.query_tile(j);
     const int64_t rows = tile.row_block(a, m);
     const int s = state.index();
     pipe_q.producer_acquire(state);

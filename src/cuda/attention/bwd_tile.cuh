@@ -1,5 +1,6 @@
 // src/cuda/attention/bwd_tile.cuh — what a role of the backward kernel needs to know about its CTA:
 // the key tile (blockIdx.x), query head (y) and sequence (z), and which query tiles see those keys.
+// This is the softmax attention variant's Tile (bwd_variant.cuh says what a Tile provides).
 //
 // The query tiles a key tile meets form one range (bwd_ranges.hpp). Key tiles are launched in
 // order (blockIdx.x ascending), so with a causal mask the tiles that meet the most queries start
@@ -19,6 +20,8 @@ struct BwdTileInfo {
   int m_begin, m_end;
   int row_base;  // first padded row of this sequence in lse2 / delta / dq_accum
 
+  template <class Extra>
+  CUTE_DEVICE BwdTileInfo(const AttnBwdArgs& a, const Extra&) : BwdTileInfo(a) {}
   CUTE_DEVICE explicit BwdTileInfo(const AttnBwdArgs& a)
       : n_block(blockIdx.x), head(blockIdx.y), batch(blockIdx.z), seq(a, batch) {
     rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
@@ -29,8 +32,14 @@ struct BwdTileInfo {
   }
   // The key tile lies past the end of this (varlen) sequence: nothing to do, nothing to write.
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
-  // First key tile meeting query tile m (which this one meets).
-  CUTE_DEVICE int first_key_tile(int m) const { return cuda::first_key_tile(rule, m, Traits::kBlockM, Traits::kBlockN); }
+  // Query tiles in visiting order: last to first (see bwd_consumer.cuh).
+  CUTE_DEVICE int num_query_tiles() const { return m_end - m_begin; }
+  CUTE_DEVICE int query_tile(int j) const { return m_end - 1 - j; }
+  // Ordered dQ: how many key tiles before this one add into the j-th visited query tile (it meets
+  // them all from the first key tile meeting it on).
+  CUTE_DEVICE int dq_turn(int j) const {
+    return n_block - cuda::first_key_tile(rule, query_tile(j), Traits::kBlockM, Traits::kBlockN);
+  }
   // Index of query tile m's fp32 blocks (lse2, delta: kBlockM floats; dq_accum: kBlockM * D).
   CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {
     return int64_t(head) * a.rows_padded + row_base + m * Traits::kBlockM;

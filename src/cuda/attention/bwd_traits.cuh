@@ -121,12 +121,13 @@ struct BwdTraits {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
 };
 
-template <class Traits>
+template <class Traits, class Variant>
 struct BwdParams {
   typename Traits::TmaQ tma_q, tma_do;
   typename Traits::TmaK tma_k, tma_v;
   typename Traits::ShapeQKV shape_q, shape_k;
   AttnBwdArgs args;
+  typename Variant::Args extra;  // the variant's own parameters (bwd_variant.cuh)
 };
 
 }  // namespace attnkit::cuda::attn

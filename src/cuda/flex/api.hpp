@@ -6,5 +6,7 @@
 namespace attnkit::cuda {
 
 Status flex_forward(const FlexFwdParams& p);
+Status flex_backward(const FlexBwdParams& p);
+size_t flex_backward_workspace_size(const FlexBwdParams& p);
 
 }  // namespace attnkit::cuda

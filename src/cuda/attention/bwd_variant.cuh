@@ -1,0 +1,67 @@
+// src/cuda/attention/bwd_variant.cuh — what varies between the kernels built on the backward
+// mainloop (bwd_kernel.cuh): which query tiles a key tile visits, and how a tile of scores becomes
+// probabilities. A backward Variant names three things:
+//   Args             extra kernel parameters beside AttnBwdArgs (BwdParams::extra)
+//   Tile<Traits>     built from (args, extra) in every role of the CTA (key tile blockIdx.x, query
+//                    head y, sequence z): n_block, head, batch, seq, skip(), num_query_tiles(),
+//                    query_tile(j) — the j-th query tile in visiting order, dq_turn(j) — for
+//                    ordered dQ, how many key tiles before this one add into that query tile —
+//                    and row_block(a, m)
+//   Probs<Traits>    built once per consumer warpgroup from (args, extra, tile, wg); its
+//                    operator()(tSrS, tdVrP, cS, lse2, j, m) turns the fp32 S^T fragment of the
+//                    j-th visited query tile m into P^T in 16 bits (tdVrP, the A operand of dV)
+//                    and, in place, P^T times d(score)/d(q.k * scale) (what dS needs)
+// The chain rule's common factor, the scale, is applied to dK and dQ at the end. This file holds
+// the softmax attention variant (mask rule, softcap); flex attention's is in
+// src/cuda/flex/bwd_variant.cuh.
+#pragma once
+#include <cmath>
+
+#include "src/cuda/attention/bwd_scores.cuh"
+#include "src/cuda/attention/bwd_tile.cuh"
+
+namespace attnkit::cuda::attn {
+
+template <class Traits>
+struct DenseBwdProbs {
+  const AttnBwdArgs& a;
+  const BwdTileInfo<Traits>& tile;
+  int wg;
+
+  template <class Extra>
+  CUTE_DEVICE DenseBwdProbs(const AttnBwdArgs& a_, const Extra&, const BwdTileInfo<Traits>& tile_, int wg_)
+      : a(a_), tile(tile_), wg(wg_) {}
+
+  template <class TensorS, class TensorP, class TensorC>
+  CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, int /*j*/, int m) const {
+    using T = Traits;
+    const int key0 = tile.n_block * T::kBlockN, row0 = m * T::kBlockM;
+    // Per-element masking unless every key of this warpgroup is visible to every query row of the
+    // tile (rows past the sequence end have lse2 = +inf and so P = 0 without a mask).
+    const int wg_key_first = key0 + T::wg_key0(wg), wg_key_last = wg_key_first + 63;
+    const int first_row = row0 + T::wg_query0(wg);
+    const int last_row = min(first_row + T::kWgQueries, tile.seq.seqlen_q) - 1;
+    const bool needs_mask = wg_key_last >= tile.seq.seqlen_k || tile.rule.lo(last_row) > wg_key_first ||
+                            tile.rule.hi(first_row) < wg_key_last;
+    const bool softcap = a.softcap > 0.f;
+    const ProbArgs pa{softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E), a.softcap, softcap ? a.scale / a.softcap : 0.f,
+                      key0, row0, tile.seq.seqlen_k, tile.rule};
+    if (softcap) {
+      if (needs_mask) scores_to_probs<true, true>(tSrS, tdVrP, cS, lse2, pa);
+      else scores_to_probs<true, false>(tSrS, tdVrP, cS, lse2, pa);
+    } else {
+      if (needs_mask) scores_to_probs<false, true>(tSrS, tdVrP, cS, lse2, pa);
+      else scores_to_probs<false, false>(tSrS, tdVrP, cS, lse2, pa);
+    }
+  }
+};
+
+struct DenseBwdVariant {
+  struct Args {};
+  template <class Traits>
+  using Tile = BwdTileInfo<Traits>;
+  template <class Traits>
+  using Probs = DenseBwdProbs<Traits>;
+};
+
+}  // namespace attnkit::cuda::attn

@@ -1,0 +1,60 @@
+// src/cuda/attention/bwd_workspace.hpp — where each fp32 buffer of the backward (bwd_args.hpp)
+// lives in the caller's workspace, for the softmax attention and flex backward dispatches. Host
+// code, no CUDA.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "src/cuda/attention/bwd_args.hpp"
+
+namespace attnkit::cuda {
+
+struct BwdShape {
+  int64_t batch = 0;  // sequences (varlen: cu_seqlens_q.size(0) - 1)
+  int64_t sq = 0, sk = 0;  // dense lengths, or the packed totals when varlen
+  int64_t heads_q = 0, heads_kv = 0, head_dim = 0;
+  bool varlen = false;
+  bool ordered_dq = false;  // a dQ semaphore per query tile
+  bool split_dkv = false;   // GQA: per-query-head dK / dV buffers (else one per kv head)
+};
+
+// Byte offsets of the buffers, each 256-byte aligned; `total` is the workspace size. take() adds
+// a buffer of the caller's own after them.
+struct BwdWorkspace {
+  int rows_padded = 0;
+  size_t lse2 = 0, delta = 0, dq_accum = 0, dk_accum = 0, dv_accum = 0, semaphore = 0, total = 0;
+
+  explicit BwdWorkspace(const BwdShape& s) {
+    const int64_t m = kBwdBlockM;
+    rows_padded = static_cast<int>(s.varlen ? (s.sq + s.batch * m + m - 1) / m * m : s.batch * ((s.sq + m - 1) / m) * m);
+    const int64_t rows_k = s.varlen ? s.sk : s.batch * s.sk;
+    lse2 = take(s.heads_q * rows_padded * 4);
+    delta = take(s.heads_q * rows_padded * 4);
+    dq_accum = take(s.heads_q * rows_padded * s.head_dim * 4);
+    if (s.ordered_dq) semaphore = take(s.heads_q * rows_padded / m * 4);
+    if (s.heads_q != s.heads_kv) {
+      const int64_t heads = s.split_dkv ? s.heads_q : s.heads_kv;
+      dk_accum = take(rows_k * heads * s.head_dim * 4);
+      dv_accum = take(rows_k * heads * s.head_dim * 4);
+    }
+  }
+  size_t take(int64_t bytes) {
+    const size_t at = total;
+    total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
+    return at;
+  }
+  // The buffers' pointers into a (256-byte aligned) workspace at `base`.
+  void carve(char* base, AttnBwdArgs& a) const {
+    a.rows_padded = rows_padded;
+    a.lse2 = reinterpret_cast<float*>(base + lse2);
+    a.delta = reinterpret_cast<float*>(base + delta);
+    a.dq_accum = reinterpret_cast<float*>(base + dq_accum);
+    if (a.ordered_dq) a.dq_semaphore = reinterpret_cast<int*>(base + semaphore);
+    if (a.heads_q != a.heads_kv) {
+      a.dk_accum = reinterpret_cast<float*>(base + dk_accum);
+      a.dv_accum = reinterpret_cast<float*>(base + dv_accum);
+    }
+  }
+};
+
+}  // namespace attnkit::cuda

@@ -1,0 +1,204 @@
+// src/cuda/flex/bwd_variant.cuh — flex attention as a variant of the Hopper backward kernel
+// (src/cuda/attention/bwd_variant.cuh says what a backward variant is). The mainloop, pipelines,
+// dQ writer and epilogue are the softmax attention backward's; flex changes two things:
+//   - which query tiles a key tile visits: the query tiles of the query blocks whose BlockMask row
+//     lists this key block (partial ones, then full ones), from the lists bwd_lists.cuh builds out
+//     of the BlockMask's kv lists; or every query tile without a BlockMask;
+//   - the probabilities: s = score_mod(scale * q.k, b, h, q, kv) with its derivative ds, -inf
+//     where mask_mod says no (partial blocks only) or past the key sequence's end, then
+//     P = exp2(s * log2 e - lse2) and P * ds for dS.
+// A key tile is kBlockN keys of one BlockMask key block (block_k / kBlockN tiles per block); a
+// query tile is 64 rows of one query block (block_q / 64 tiles per block).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "attnkit/semantics/flex_mods.hpp"
+#include "src/cuda/attention/bwd_scores.cuh"
+#include "src/cuda/attention/bwd_variant.cuh"
+#include "src/cuda/flex/fwd_variant.cuh"  // has_parts_v
+
+namespace attnkit::cuda::flex {
+
+using namespace cute;
+using attn::SeqInfo;
+
+// Per (BlockMask batch, head, key block): the query tiles that meet it, built on the device
+// (bwd_lists.cuh). B and H of size 1 broadcast.
+struct QueryTileLists {
+  int32_t* num = nullptr;          // [Bm, Hm, nk]: query tiles listed
+  int32_t* num_partial = nullptr;  // [Bm, Hm, nk]: of which the first num_partial are partial
+  int32_t* tiles = nullptr;        // [Bm, Hm, nk, m_tiles]: query tile indices, visiting order
+  int32_t* turns = nullptr;        // [Bm, Hm, nk, m_tiles]: key blocks before this one meeting that tile
+  int bm = 1, hm = 1, nk = 0, m_tiles = 0;
+
+  CUTE_HOST_DEVICE int64_t row(int b, int h, int kb) const {
+    return (int64_t(bm == 1 ? 0 : b) * hm + (hm == 1 ? 0 : h)) * nk + kb;
+  }
+};
+
+template <class ScoreMod, class MaskMod>
+struct FlexBwdArgs {
+  ScoreMod score_mod;
+  MaskMod mask_mod;
+  bool use_score_mod = true;  // false: identity (the scale then folds into the exponent)
+  bool use_mask_mod = true;   // false: every visited element is visible
+  bool block_mask = false;    // false: every query tile is visited, as partial
+  QueryTileLists lists;
+  int tiles_per_block = 1;    // block_k / kBlockN
+};
+
+template <class Traits, class Args>
+struct FlexBwdTile {
+  const Args& f;
+  int n_block, head, batch;
+  SeqInfo seq;
+  int row_base;      // first padded row of this sequence in lse2 / delta / dq_accum
+  int list = 0;  // this key block's row of the lists
+  int n_total = 0, n_partial = 0;
+
+  CUTE_DEVICE FlexBwdTile(const AttnBwdArgs& a, const Args& f_)
+      : f(f_), n_block(blockIdx.x), head(blockIdx.y), batch(blockIdx.z), seq(a, batch), row_base(bwd_row_base(a, batch, 0)) {
+    if (skip()) return;
+    if (!f.block_mask) {
+      n_total = n_partial = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+      return;
+    }
+    list = static_cast<int>(f.lists.row(batch, head, n_block / f.tiles_per_block));
+    n_total = f.lists.num[list];
+    n_partial = f.lists.num_partial[list];
+  }
+  CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
+  CUTE_DEVICE int num_query_tiles() const { return n_total; }
+  CUTE_DEVICE int query_tile(int j) const {
+    return f.block_mask ? f.lists.tiles[int64_t(list) * f.lists.m_tiles + j] : n_total - 1 - j;  // last first, as the dense path
+  }
+  CUTE_DEVICE bool is_full(int j) const { return j >= n_partial; }
+  // Key tiles before this one adding into the j-th visited query tile: those of the earlier key
+  // blocks that meet its query block, then the earlier tiles of this block.
+  CUTE_DEVICE int dq_turn(int j) const {
+    if (!f.block_mask) return n_block;
+    return f.lists.turns[int64_t(list) * f.lists.m_tiles + j] * f.tiles_per_block + n_block % f.tiles_per_block;
+  }
+  CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {
+    return int64_t(head) * a.rows_padded + row_base + m * Traits::kBlockM;
+  }
+};
+
+// A score mod whose derivative follows from its output (the catalog: its parts are applied one
+// pass each, as in the forward, and no per-element derivative has to stay in registers).
+template <class M, class = void>
+inline constexpr bool has_derivative_from_output_v = false;
+template <class M>
+inline constexpr bool has_derivative_from_output_v<
+    M, std::void_t<decltype(std::declval<const M&>().derivative_from_output(0.f))>> = true;
+
+template <class Traits, class Args>
+struct FlexBwdProbs {
+  using ScoreMod = decltype(Args::score_mod);
+  using MaskMod = decltype(Args::mask_mod);
+  const AttnBwdArgs& a;
+  const Args& f;
+  const FlexBwdTile<Traits, Args>& tile;
+
+  CUTE_DEVICE FlexBwdProbs(const AttnBwdArgs& a_, const Args& f_, const FlexBwdTile<Traits, Args>& tile_, int /*wg*/)
+      : a(a_), f(f_), tile(tile_) {}
+
+  // fn(x, q, kv) for every element (key, query) of the S^T fragment. Rows past Sq (P = 0: their
+  // lse2 is +inf) and keys past Sk (masked) are clamped so that a mod reading per-position tables
+  // stays inside them.
+  template <class TensorS, class TensorC, class F>
+  CUTE_DEVICE void for_each_score(TensorS& tSrS, TensorC const& cS, int key0, int row0, F&& fn) const {
+    const int sq = tile.seq.seqlen_q, sk = tile.seq.seqlen_k;
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i)
+      fn(tSrS(i), int64_t(min(row0 + get<1>(cS(i)), sq - 1)), int64_t(min(key0 + get<0>(cS(i)), sk - 1)));
+  }
+
+  template <class TensorS, class TensorP, class TensorC>
+  CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, int j, int m) const {
+    const int key0 = tile.n_block * Traits::kBlockN, row0 = m * Traits::kBlockM;
+    const int64_t b = tile.batch, h = tile.head;
+    const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !tile.is_full(j);
+    const float scale_log2 = f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E);
+    constexpr bool kScorePasses = has_derivative_from_output_v<ScoreMod>;
+    if constexpr (!kScorePasses) {
+      if (f.use_score_mod) return fused(tSrS, tdVrP, cS, lse2, use_mask, key0, row0);
+    }
+    // Score mod, one pass per part (scores are then scale * q.k, as torch's score_mod sees them).
+    if (f.use_score_mod) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) tSrS(i) *= a.scale;
+      if constexpr (kScorePasses) {
+        auto pass = [&](const auto& mod) __attribute__((always_inline)) {
+          for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
+            float ds;
+            x = mod(x, b, h, q, kv, &ds);
+          });
+        };
+        if constexpr (has_parts_v<ScoreMod>) f.score_mod.for_each_part(pass);
+        else pass(f.score_mod);
+      }
+    }
+    // Mask mod, one pass per part; keys past Sk.
+    if (use_mask) {
+      auto pass = [&](const auto& mod) __attribute__((always_inline)) {
+        for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
+          if (!mod(b, h, q, kv)) x = -INFINITY;
+        });
+      };
+      if constexpr (has_parts_v<MaskMod>) f.mask_mod.for_each_part(pass);
+      else if constexpr (!is_no_mask_v<MaskMod>) pass(f.mask_mod);
+    }
+    if (key0 + Traits::kBlockN > tile.seq.seqlen_k) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i)
+        if (key0 + get<0>(cS(i)) >= tile.seq.seqlen_k) tSrS(i) = -INFINITY;
+    }
+    // P, and P * d(score mod) for dS (0 wherever P is: a masked score's derivative may not be finite).
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) {
+      const float x = tSrS(i);
+      const float p = attn::exp2_approx(x * scale_log2 - lse2[get<1>(cS(i))]);
+      float ds = 1.f;
+      if constexpr (kScorePasses) ds = f.use_score_mod ? f.score_mod.derivative_from_output(x) : 1.f;
+      tdVrP(i) = typename TensorP::value_type(p);
+      tSrS(i) = p > 0.f ? p * ds : 0.f;
+    }
+  }
+
+  // A score mod without derivative_from_output: the mod, its derivative, the mask and P per element.
+  template <class TensorS, class TensorP, class TensorC>
+  CUTE_DEVICE void fused(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, bool use_mask, int key0,
+                         int row0) const {
+    const int sq = tile.seq.seqlen_q, sk = tile.seq.seqlen_k;
+    const int64_t b = tile.batch, h = tile.head;
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) {
+      const int key = key0 + get<0>(cS(i)), col = get<1>(cS(i));
+      const int64_t q = min(row0 + col, sq - 1), kv = min(key, sk - 1);
+      float ds = 1.f;
+      const float x = f.score_mod(tSrS(i) * a.scale, b, h, q, kv, &ds);
+      bool visible = key < sk;
+      if constexpr (!is_no_mask_v<MaskMod>) visible = visible && (!use_mask || f.mask_mod(b, h, q, kv));
+      const float p = attn::exp2_approx(visible ? x * float(M_LOG2E) - lse2[col] : -INFINITY);
+      tdVrP(i) = typename TensorP::value_type(p);
+      tSrS(i) = p > 0.f ? p * ds : 0.f;
+    }
+  }
+};
+
+template <class ScoreMod, class MaskMod>
+struct FlexBwdVariant {
+  using Args = FlexBwdArgs<ScoreMod, MaskMod>;
+  template <class Traits>
+  using Tile = FlexBwdTile<Traits, Args>;
+  template <class Traits>
+  using Probs = FlexBwdProbs<Traits, Args>;
+};
+
+using CatalogBwdVariant = FlexBwdVariant<CatalogScoreMod, CatalogMaskMod>;
+
+}  // namespace attnkit::cuda::flex
