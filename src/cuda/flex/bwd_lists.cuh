@@ -26,9 +26,11 @@ struct ListBuildArgs {
   QueryTileLists out;
 };
 
-__global__ void __launch_bounds__(128) flex_bwd_mark_kernel(const ListBuildArgs x) {
+// (Templates on the block size: a kernel defined in a header included by several translation units.)
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) flex_bwd_mark_kernel(const ListBuildArgs x) {
   const QueryTileLists& l = x.out;
-  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t t = blockIdx.x * int64_t(kThreads) + threadIdx.x;
   if (t >= int64_t(l.bm) * l.hm * x.nq) return;
   const int r = int(t % x.nq), h = int(t / x.nq % l.hm), b = int(t / x.nq / l.hm);
   int32_t* row = x.cells + t * l.nk;
@@ -47,9 +49,10 @@ __global__ void __launch_bounds__(128) flex_bwd_mark_kernel(const ListBuildArgs 
     if (row[kb] != 0) row[kb] |= before++ << 2;
 }
 
-__global__ void __launch_bounds__(128) flex_bwd_gather_kernel(const ListBuildArgs x) {
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) flex_bwd_gather_kernel(const ListBuildArgs x) {
   const QueryTileLists& l = x.out;
-  const int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t t = blockIdx.x * int64_t(kThreads) + threadIdx.x;
   if (t >= int64_t(l.bm) * l.hm * l.nk) return;
   const int kb = int(t % l.nk);
   const int64_t bh = t / l.nk;
@@ -76,8 +79,9 @@ __global__ void __launch_bounds__(128) flex_bwd_gather_kernel(const ListBuildArg
 inline cudaError_t build_query_tile_lists(const ListBuildArgs& x, cudaStream_t stream) {
   const int64_t rows = int64_t(x.out.bm) * x.out.hm * x.nq, cols = int64_t(x.out.bm) * x.out.hm * x.out.nk;
   if (rows == 0 || cols == 0) return cudaSuccess;
-  flex_bwd_mark_kernel<<<static_cast<unsigned>((rows + 127) / 128), 128, 0, stream>>>(x);
-  flex_bwd_gather_kernel<<<static_cast<unsigned>((cols + 127) / 128), 128, 0, stream>>>(x);
+  constexpr int kThreads = 128;
+  flex_bwd_mark_kernel<kThreads><<<static_cast<unsigned>((rows + kThreads - 1) / kThreads), kThreads, 0, stream>>>(x);
+  flex_bwd_gather_kernel<kThreads><<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(x);
   return cudaGetLastError();
 }
 
