@@ -49,12 +49,11 @@ def time_both(name, ours, theirs, results=None):
     return ms, peer_ms, err
 
 
-def backward_of(fn, q, k, v):
+def backward_of(fn, q, k, v, dout):
     """(run the backward of fn(q, k, v) once more, the gradients as one tensor): the forward runs
-    once, outside the timing; dO is fixed random."""
+    once, outside the timing."""
     q, k, v = (t.detach().requires_grad_() for t in (q, k, v))
     out = fn(q, k, v)
-    dout = torch.randn_like(out)
 
     def run():
         return torch.autograd.grad(out, (q, k, v), dout, retain_graph=True)
@@ -91,7 +90,7 @@ def main():
           f"{'max diff':>9}")
     for S in ((2048,) if args.quick else (16384,)):
         B = max(1, 16384 // S)
-        q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
+        q, k, v, dout = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
         dense_ms = dense_bwd_ms = None
         for name, sm, torch_sm, mm, peer, peer_bwd in cases(S, dev):
             torch._dynamo.reset()
@@ -119,8 +118,10 @@ def main():
                   f"{err:9.2e}", flush=True)
             if args.no_backward:
                 continue
-            ours_bwd, ours_grads = backward_of(lambda *t: attnkit.flex_attention(*t, score_mod=sm, block_mask=bm), q, k, v)
-            theirs_bwd, theirs_grads = backward_of(lambda *t: compiled(*t, score_mod=torch_sm, block_mask=bm), q, k, v)
+            ours_bwd, ours_grads = backward_of(lambda *t: attnkit.flex_attention(*t, score_mod=sm, block_mask=bm), q, k, v,
+                                               dout)
+            theirs_bwd, theirs_grads = backward_of(lambda *t: compiled(*t, score_mod=torch_sm, block_mask=bm), q, k, v,
+                                                   dout)
             ms, peer_ms, err = time_both(name + " bwd", ours_bwd, theirs_bwd, (ours_grads, theirs_grads))
             if name == "noop":
                 dense_bwd_ms = ms

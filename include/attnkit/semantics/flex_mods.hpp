@@ -7,6 +7,12 @@
 //               returns the modified score and writes d(modified)/d(score) to *dscore.
 //   mask mod:   bool operator()(int64_t b, int64_t h, int64_t q, int64_t kv) const;
 // Pointers inside a functor must address memory of the device the op runs on.
+//
+// Positions are below 2^31 on every backend (the GPU kernels take sequences below 2^30; a CPU
+// tensor with 2^31 positions would not fit in memory), so ALiBi takes its distance in 32 bits:
+// per element in the GPU kernels, a 64-bit integer-to-float conversion is a slow instruction.
+// (The 64-bit compares of the masks cost one extra instruction each; narrowing them too moved
+// the forward kernel's register allocation into spills.)
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -49,7 +55,7 @@ struct AlibiScoreMod {
   template <class T>
   ATTNKIT_HD T operator()(T s, int64_t, int64_t h, int64_t q, int64_t kv, T* ds) const {
     *ds = T(1);
-    return s + static_cast<T>(slopes[h * stride]) * static_cast<T>(kv - q);
+    return s + static_cast<T>(slopes[h * stride]) * static_cast<T>(static_cast<int32_t>(kv - q));
   }
 };
 
