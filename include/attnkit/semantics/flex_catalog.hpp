@@ -20,7 +20,7 @@ inline CatalogScoreMod catalog_score_mod(const FlexMods& m, int64_t sk) {
     s.alibi.slopes = static_cast<const float*>(m.alibi_slopes.data);
     s.alibi.stride = m.alibi_slopes.stride(0);
   }
-  s.softcap.cap = static_cast<float>(m.softcap);
+  s.softcap = SoftcapScoreMod(static_cast<float>(m.softcap));
   return s;
 }
 

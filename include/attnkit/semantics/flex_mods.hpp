@@ -60,11 +60,14 @@ struct AlibiScoreMod {
 };
 
 struct SoftcapScoreMod {
-  float cap = 0.f;  // > 0
+  float cap = 0.f;      // > 0
+  float inv_cap = 0.f;  // 1 / cap: a float division per element is a MUFU op plus a fix-up path
+  SoftcapScoreMod() = default;
+  ATTNKIT_HD explicit SoftcapScoreMod(float c) : cap(c), inv_cap(c > 0.f ? 1.f / c : 0.f) {}
   template <class T>
   ATTNKIT_HD T operator()(T s, int64_t, int64_t, int64_t, int64_t, T* ds) const {
     const T c = static_cast<T>(cap);
-    const T t = std::tanh(s / c);
+    const T t = std::tanh(std::is_same_v<T, float> ? s * inv_cap : s / c);  // float64 (CPU reference) divides
     *ds = T(1) - t * t;
     return c * t;
   }
@@ -89,7 +92,7 @@ struct CatalogScoreMod {
   // applies the parts one pass each (as the forward) and so needs no derivative per element.
   template <class T>
   ATTNKIT_HD T derivative_from_output(T y) const {
-    const T t = y * (softcap.cap > 0.f ? T(1) / static_cast<T>(softcap.cap) : T(0));  // without softcap: 1
+    const T t = y * static_cast<T>(softcap.inv_cap);  // without softcap inv_cap is 0: derivative 1
     return T(1) - t * t;
   }
   template <class T>
