@@ -245,8 +245,8 @@ void bench_attention_gpu(int reps, std::vector<Row>& rows) {
   }
 }
 
-// The GPU column: flex attention forward — causal through a BlockMask at PEERS.md's flex shape
-// (peers: bench/bench_flex.py), and a decode step on the split-KV path.
+// The GPU column: flex attention forward and backward — causal through a BlockMask at PEERS.md's
+// flex shape (peers: bench/bench_flex.py), and a decode step on the split-KV path.
 void bench_flex_gpu(int reps, std::vector<Row>& rows) {
   const Device dev = Device::cuda(0);
   auto device_copy = [](const std::vector<int32_t>& h) {
@@ -257,13 +257,15 @@ void bench_flex_gpu(int reps, std::vector<Row>& rows) {
   };
   {
     const int64_t B = 1, H = 16, S = 16384, D = 128, n = B * H * S * D, nb = S / 128;
-    std::vector<void*> bufs(4);  // q k v o
+    std::vector<void*> bufs(8);  // q k v o dout dq dk dv
     for (void*& p : bufs) cudaMalloc(&p, n * 2);
+    void* lse;
+    cudaMalloc(&lse, B * H * S * 4);
     std::vector<uint16_t> host(static_cast<size_t>(n));
     std::mt19937 rng(4);
     std::normal_distribution<float> d(0.f, 1.f);
     for (auto& x : host) x = float_to_bf16_bits(d(rng));
-    for (int i : {0, 1, 2}) cudaMemcpy(bufs[i], host.data(), n * 2, cudaMemcpyHostToDevice);
+    for (int i : {0, 1, 2, 4}) cudaMemcpy(bufs[i], host.data(), n * 2, cudaMemcpyHostToDevice);
     // Causal BlockMask, 128 x 128 blocks: row r lists block r as partial and blocks < r as full.
     std::vector<int32_t> num(nb), idx(nb * nb, 0), full_num(nb), full_idx(nb * nb, 0);
     for (int64_t r = 0; r < nb; ++r) {
@@ -279,6 +281,7 @@ void bench_flex_gpu(int reps, std::vector<Row>& rows) {
     p.k = view(1);
     p.v = view(2);
     p.out = view(3);
+    p.lse = TensorView::contiguous(lse, DType::kFloat32, dev, {B, H, S});
     p.mods.causal = true;
     p.block_mask.kv_num_blocks = TensorView::contiguous(mask[0], DType::kInt32, dev, {1, 1, nb});
     p.block_mask.kv_indices = TensorView::contiguous(mask[1], DType::kInt32, dev, {1, 1, nb, nb});
@@ -291,9 +294,28 @@ void bench_flex_gpu(int reps, std::vector<Row>& rows) {
     const double ms = median_event_ms(reps, [&] { return flex_attention_forward(p); });
     const double flops = 4.0 * B * H * S * D * (S / 2.0 + 64);  // visited blocks: the lower triangle + diagonal
     rows.push_back({"flex fwd causal [gpu]", "B1 S16384 H16 D128 BlockMask bf16", ms, fmt("%.1f TFLOP/s", flops / ms / 1e9)});
+    FlexBwdParams g;
+    g.q = p.q;
+    g.k = p.k;
+    g.v = p.v;
+    g.out = p.out;
+    g.lse = p.lse;
+    g.dout = view(4);
+    g.dq = view(5);
+    g.dk = view(6);
+    g.dv = view(7);
+    g.mods = p.mods;
+    g.block_mask = p.block_mask;
+    void* gws;
+    const size_t gws_bytes = flex_backward_workspace_size(g);
+    cudaMalloc(&gws, gws_bytes);
+    g.workspace = {gws, gws_bytes};
+    const double bwd_ms = median_event_ms(reps, [&] { return flex_attention_backward(g); });
+    rows.push_back({"flex bwd causal [gpu]", "B1 S16384 H16 D128 BlockMask bf16", bwd_ms,
+                    fmt("%.1f TFLOP/s", 2.5 * flops / bwd_ms / 1e9)});
     for (void* ptr : bufs) cudaFree(ptr);
     for (void* ptr : mask) cudaFree(ptr);
-    cudaFree(ws);
+    for (void* ptr : {ws, gws, lse}) cudaFree(ptr);
   }
   {
     const int64_t B = 4, H = 16, Sk = 32768, D = 128, nkv = B * H * Sk * D;
@@ -384,7 +406,7 @@ int main(int argc, char** argv) {
   }
   const bool gpu = attnkit::cuda_available();
   if (gpu)
-    std::printf("GPU found: the attention forward and backward, the flex forward and the GDN chunked forward run on it\n"
+    std::printf("GPU found: the attention forward and backward, flex forward and backward and the GDN chunked forward run on it\n"
                 "(rows marked [gpu]); "
                 "the other rows run on the CPU "
                 "reference backend until their kernels land. Peers: python3 bench/bench_attention.py.\n\n");
