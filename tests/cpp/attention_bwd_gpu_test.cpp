@@ -153,12 +153,6 @@ Status gpu_run(const Case& c, const Inputs& in, const HostTensor& out, const Hos
   return st;
 }
 
-double max_abs(const std::vector<double>& a) {
-  double m = 0;
-  for (double x : a) m = std::max(m, std::abs(x));
-  return m;
-}
-
 void check(const Case& c, GqaReduction red = GqaReduction::kAtomic) {
   SCOPED_TRACE(c.name() + (red == GqaReduction::kSplit ? " split" : " atomic"));
   const Inputs in = make_inputs(c);
@@ -168,17 +162,7 @@ void check(const Case& c, GqaReduction red = GqaReduction::kAtomic) {
   Grads gpu;
   const Status st = gpu_run(c, in, out16, lse16, red, false, &gpu);
   ASSERT_TRUE(st.ok()) << st.message();
-  const char* names[] = {"dq", "dk", "dv"};
-  const HostTensor* r[] = {&ref.dq, &ref.dk, &ref.dv};
-  const HostTensor* c16[] = {&cpu.dq, &cpu.dk, &cpu.dv};
-  const HostTensor* g[] = {&gpu.dq, &gpu.dk, &gpu.dv};
-  for (int i = 0; i < 3; ++i) {
-    const auto vr = r[i]->values(), vc = c16[i]->values(), vg = g[i]->values();
-    ASSERT_TRUE(all_finite(vg)) << names[i] << ": unwritten or non-finite values";
-    const double cpu_err = max_abs_diff(vc, vr), gpu_err = max_abs_diff(vg, vr);
-    EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3 * std::max(1.0, max_abs(vr)))
-        << names[i] << ": gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err << " (max |ref| " << max_abs(vr) << ")";
-  }
+  expect_grads_within_cpu16_error({&ref.dq, &ref.dk, &ref.dv}, {&cpu.dq, &cpu.dk, &cpu.dv}, {&gpu.dq, &gpu.dk, &gpu.dv});
 }
 
 class AttentionBwdGpu : public GpuTest {};

@@ -105,12 +105,6 @@ Status gpu_run(const FlexGpuCase& c, const Inputs& in, const HostTensor& out, co
   return st;
 }
 
-double max_abs(const std::vector<double>& a) {
-  double m = 0;
-  for (double x : a) m = std::max(m, std::abs(x));
-  return m;
-}
-
 void check(const FlexGpuCase& c, bool deterministic = false) {
   SCOPED_TRACE(c.name() + (deterministic ? " deterministic" : ""));
   const Inputs in = make_inputs(c);
@@ -120,76 +114,18 @@ void check(const FlexGpuCase& c, bool deterministic = false) {
   Grads gpu;
   const Status st = gpu_run(c, in, out16, lse16, deterministic, &gpu);
   ASSERT_TRUE(st.ok()) << st.message();
-  const char* names[] = {"dq", "dk", "dv"};
-  const HostTensor* r[] = {&ref.dq, &ref.dk, &ref.dv};
-  const HostTensor* c16[] = {&cpu.dq, &cpu.dk, &cpu.dv};
-  const HostTensor* g[] = {&gpu.dq, &gpu.dk, &gpu.dv};
-  for (int i = 0; i < 3; ++i) {
-    const auto vr = r[i]->values(), vc = c16[i]->values(), vg = g[i]->values();
-    ASSERT_TRUE(all_finite(vg)) << names[i] << ": unwritten or non-finite values";
-    const double cpu_err = max_abs_diff(vc, vr), gpu_err = max_abs_diff(vg, vr);
-    EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3 * std::max(1.0, max_abs(vr)))
-        << names[i] << ": gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err << " (max |ref| " << max_abs(vr) << ")";
-  }
+  expect_grads_within_cpu16_error({&ref.dq, &ref.dk, &ref.dv}, {&cpu.dq, &cpu.dk, &cpu.dv}, {&gpu.dq, &gpu.dk, &gpu.dv});
 }
 
 class FlexBwdGpu : public GpuTest {};
 
 TEST_F(FlexBwdGpu, NoModsHeadDimsAndAwkwardLengths) {
-  for (int64_t D : {64, 128, 256})
-    for (auto [sq, sk] : {std::pair{1, 17}, std::pair{63, 65}, std::pair{127, 1000}, std::pair{300, 129}}) {
-      FlexGpuCase c;
-      c.D = D;
-      c.Sq = sq;
-      c.Sk = sk;
-      c.block_mask = 0;
-      check(c);
-    }
+  for (const FlexGpuCase& c : no_mod_cases()) check(c);
 }
 
 TEST_F(FlexBwdGpu, EveryCatalogModWithBlockMasks) {
-  auto base = [] {
-    FlexGpuCase c;
-    c.Sq = 333;
-    c.Sk = 400;
-    return c;
-  };
-  std::vector<FlexGpuCase> cases;
-  FlexGpuCase c = base();
-  c.causal = true;
-  cases.push_back(c);
-  c.full_blocks = false;  // every visited block partial
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.window = 100;  // sliding window
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.prefix = true;  // prefix-LM
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.document = true;  // document masking
-  cases.push_back(c);
-  c = base();
-  c.document = true;
-  c.block_mask = 0;  // no BlockMask: mask_mod everywhere
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.alibi = true;
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.softcap = 20;  // a gradient through a score mod's own derivative
-  cases.push_back(c);
-  c = base();
-  c.rel_bias = true;  // needs Sq <= Sk
-  c.softcap = 5;
-  c.alibi = true;
-  c.block_mask = 2;  // broadcast over B and H
-  cases.push_back(c);
+  std::vector<FlexGpuCase> cases = catalog_cases();
+  FlexGpuCase c = cases.back();  // rel_bias + ALiBi + softcap, broadcast BlockMask
   c.D = 256;
   c.softcap = 2;  // strong capping: the derivative is far from 1
   cases.push_back(c);

@@ -220,18 +220,7 @@ TEST_F(FlexCustomGpu, BackwardThroughAScoreModDerivative) {
   gq.copy_to(gpu.dq);
   gk.copy_to(gpu.dk);
   gv.copy_to(gpu.dv);
-  const char* names[] = {"dq", "dk", "dv"};
-  const HostTensor* r[] = {&ref.dq, &ref.dk, &ref.dv};
-  const HostTensor* c16[] = {&cpu16.dq, &cpu16.dk, &cpu16.dv};
-  const HostTensor* g[] = {&gpu.dq, &gpu.dk, &gpu.dv};
-  for (int i = 0; i < 3; ++i) {
-    const auto vr = r[i]->values(), vc = c16[i]->values(), vg = g[i]->values();
-    ASSERT_TRUE(all_finite(vg)) << names[i] << ": unwritten or non-finite values";
-    const double cpu_err = max_abs_diff(vc, vr), gpu_err = max_abs_diff(vg, vr);
-    double scale = 1;
-    for (double x : vr) scale = std::max(scale, std::abs(x));
-    EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3 * scale) << names[i] << ": gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err;
-  }
+  expect_grads_within_cpu16_error({&ref.dq, &ref.dk, &ref.dv}, {&cpu16.dq, &cpu16.dk, &cpu16.dv}, {&gpu.dq, &gpu.dk, &gpu.dv});
 }
 
 TEST_F(FlexCustomGpu, WrongInstantiationIsRefusedNamingQ) {

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "attnkit/semantics/flex_catalog.hpp"
 #include "flex_block_mask.hpp"
@@ -70,6 +72,68 @@ inline FlexMods mods_of(const FlexGpuCase& c, const TensorView& alibi, const Ten
 
 inline FlexMods mods_of(const FlexGpuCase& c, const ModTables& t) {
   return mods_of(c, t.alibi.view, t.rel_bias.view, t.prefix.view, t.doc_q.view, t.doc_kv.view);
+}
+
+// No mods, no BlockMask: each head dim at awkward lengths.
+inline std::vector<FlexGpuCase> no_mod_cases() {
+  std::vector<FlexGpuCase> cases;
+  for (int64_t D : {64, 128, 256})
+    for (auto [sq, sk] : {std::pair{1, 17}, std::pair{63, 65}, std::pair{127, 1000}, std::pair{300, 129}}) {
+      FlexGpuCase c;
+      c.D = D;
+      c.Sq = sq;
+      c.Sk = sk;
+      c.block_mask = 0;
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+// Every catalog mod, with per-(b, h), broadcast and no BlockMasks, lengths off the tile grid.
+inline std::vector<FlexGpuCase> catalog_cases() {
+  auto base = [] {
+    FlexGpuCase c;
+    c.Sq = 333;
+    c.Sk = 400;
+    return c;
+  };
+  std::vector<FlexGpuCase> cases;
+  FlexGpuCase c = base();
+  c.causal = true;
+  cases.push_back(c);
+  c.full_blocks = false;  // every visited block partial
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.window = 100;  // sliding window
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.prefix = true;  // prefix-LM
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.document = true;  // document masking
+  cases.push_back(c);
+  c = base();
+  c.document = true;
+  c.block_mask = 0;  // no BlockMask: mask_mod everywhere
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.alibi = true;
+  cases.push_back(c);
+  c = base();
+  c.causal = true;
+  c.softcap = 20;
+  cases.push_back(c);
+  c = base();
+  c.rel_bias = true;  // needs Sq <= Sk
+  c.softcap = 5;
+  c.alibi = true;
+  c.block_mask = 2;  // broadcast over B and H
+  cases.push_back(c);
+  return cases;
 }
 
 // The mod tables copied to the device, and the case's mods over them.

@@ -83,61 +83,11 @@ void check(const FlexGpuCase& c) {
 class FlexGpu : public GpuTest {};
 
 TEST_F(FlexGpu, NoModsHeadDimsAndAwkwardLengths) {
-  for (int64_t D : {64, 128, 256})
-    for (auto [sq, sk] : {std::pair{1, 17}, std::pair{63, 65}, std::pair{127, 1000}, std::pair{300, 129}}) {
-      FlexGpuCase c;
-      c.D = D;
-      c.Sq = sq;
-      c.Sk = sk;
-      c.block_mask = 0;
-      check(c);
-    }
+  for (const FlexGpuCase& c : no_mod_cases()) check(c);
 }
 
 TEST_F(FlexGpu, EveryCatalogModWithBlockMasks) {
-  auto base = [] {
-    FlexGpuCase c;
-    c.Sq = 333;
-    c.Sk = 400;
-    return c;
-  };
-  std::vector<FlexGpuCase> cases;
-  FlexGpuCase c = base();
-  c.causal = true;
-  cases.push_back(c);
-  c.full_blocks = false;  // every visited block partial
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.window = 100;  // sliding window
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.prefix = true;  // prefix-LM
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.document = true;  // document masking
-  cases.push_back(c);
-  c = base();
-  c.document = true;
-  c.block_mask = 0;  // no BlockMask: mask_mod everywhere
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.alibi = true;
-  cases.push_back(c);
-  c = base();
-  c.causal = true;
-  c.softcap = 20;
-  cases.push_back(c);
-  c = base();
-  c.rel_bias = true;  // needs Sq <= Sk
-  c.softcap = 5;
-  c.alibi = true;
-  c.block_mask = 2;  // broadcast over B and H
-  cases.push_back(c);
-  for (const FlexGpuCase& x : cases) check(x);
+  for (const FlexGpuCase& c : catalog_cases()) check(c);
 }
 
 TEST_F(FlexGpu, GqaRatiosFp16AndWideBlocks) {

@@ -2,6 +2,10 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <array>
+#include <cmath>
+
 #include "test_util.hpp"
 
 namespace attnkit::test {
@@ -69,6 +73,28 @@ inline void expect_forward_within_cpu16_error(const std::vector<double>& o_ref, 
     } else {
       ASSERT_NEAR(l_gpu[i], l_ref[i], 2e-3 * (1 + std::abs(l_ref[i]))) << "lse " << i;
     }
+  }
+}
+
+inline double max_abs(const std::vector<double>& a) {
+  double m = 0;
+  for (double x : a) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// The backward error rule of the attention and flex GPU tests, per gradient (dq, dk, dv): every
+// value written and finite, the GPU's max error against the float64 reference at most twice the
+// CPU backend's own 16-bit run's plus 1e-3 of the gradient's scale (max(1, max |reference|)).
+inline void expect_grads_within_cpu16_error(const std::array<const HostTensor*, 3>& ref,
+                                            const std::array<const HostTensor*, 3>& cpu16,
+                                            const std::array<const HostTensor*, 3>& gpu) {
+  const char* names[] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; ++i) {
+    const auto vr = ref[i]->values(), vc = cpu16[i]->values(), vg = gpu[i]->values();
+    ASSERT_TRUE(all_finite(vg)) << names[i] << ": unwritten or non-finite values";
+    const double cpu_err = max_abs_diff(vc, vr), gpu_err = max_abs_diff(vg, vr);
+    EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3 * std::max(1.0, max_abs(vr)))
+        << names[i] << ": gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err << " (max |ref| " << max_abs(vr) << ")";
   }
 }
 

@@ -54,6 +54,15 @@ Status check_instantiation(const TensorView& q, const char* op) {
     return InvalidArgument("q: this instantiation takes head dim " + std::to_string(kHeadDim) + ", got " + std::to_string(q.size(3)));
   return Status::Ok();
 }
+// Your functors into the kernel arguments (forward or backward); the identity and the
+// everything-visible mask are recognised and skipped.
+template <class Args, class ScoreMod, class MaskMod>
+void set_mods(Args& f, const ScoreMod& score_mod, const MaskMod& mask_mod) {
+  f.score_mod = score_mod;
+  f.mask_mod = mask_mod;
+  f.use_score_mod = !std::is_same_v<ScoreMod, IdentityScoreMod>;
+  f.use_mask_mod = !is_no_mask_v<MaskMod>;
+}
 }  // namespace detail
 
 template <DType kDType, int kHeadDim, class ScoreMod, class MaskMod>
@@ -64,10 +73,7 @@ Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod,
   ATTNKIT_RETURN_IF_ERROR(flex::fill_fwd_args(p, a));
   using Variant = flex::FlexVariant<ScoreMod, MaskMod>;
   typename Variant::Args f;
-  f.score_mod = score_mod;
-  f.mask_mod = mask_mod;
-  f.use_score_mod = !std::is_same_v<ScoreMod, IdentityScoreMod>;
-  f.use_mask_mod = !is_no_mask_v<MaskMod>;
+  detail::set_mods(f, score_mod, mask_mod);
   ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, kHeadDim, f));
   ATTNKIT_RETURN_IF_ERROR(flex::set_splits(p, a, f));
   using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
@@ -83,10 +89,7 @@ Status flex_backward_with_mods(const FlexBwdParams& p, const ScoreMod& score_mod
   ATTNKIT_RETURN_IF_ERROR(flex::fill_bwd_args(p, a));
   using Variant = flex::FlexBwdVariant<ScoreMod, MaskMod>;
   typename Variant::Args f;
-  f.score_mod = score_mod;
-  f.mask_mod = mask_mod;
-  f.use_score_mod = !std::is_same_v<ScoreMod, IdentityScoreMod>;
-  f.use_mask_mod = !is_no_mask_v<MaskMod>;
+  detail::set_mods(f, score_mod, mask_mod);
   ATTNKIT_RETURN_IF_ERROR(flex::set_bwd_block_mask(p, f));
   using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
   const cudaError_t err = attn::launch_bwd<Element, kHeadDim, Variant>(a, f);

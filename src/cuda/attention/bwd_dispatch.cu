@@ -61,9 +61,7 @@ size_t attention_backward_workspace_size(const AttentionBwdParams& p) { return B
 Status attention_backward(const AttentionBwdParams& p) {
   ATTNKIT_RETURN_IF_ERROR(check_dtype_and_head_dim(p.q, p.v, {64, 128, 256}, "the CUDA backward"));
   const int64_t D = p.q.size(-1);
-  for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"},
-                         std::pair{&p.dout, "dout"}, std::pair{&p.dq, "dq"}, std::pair{&p.dk, "dk"}, std::pair{&p.dv, "dv"}})
-    ATTNKIT_RETURN_IF_ERROR(check_tma_operand(*t, name));
+  ATTNKIT_RETURN_IF_ERROR(check_bwd_tma_operands(p));
   const bool varlen = p.cu_seqlens_q.defined();
   AttnBwdArgs a;
   ATTNKIT_RETURN_IF_ERROR(fill_shared_args(p, a));

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "attnkit/status.hpp"
 #include "attnkit/tensor.hpp"
@@ -16,6 +17,15 @@ inline Status check_tma_operand(const TensorView& t, const char* name) {
     if (t.sizes[d] > 1 && (t.strides[d] * static_cast<int64_t>(dtype_size(t.dtype))) % 16 != 0)
       return InvalidArgument(std::string(name) + ": the CUDA kernels need strides that are multiples of 16 bytes, got " +
                              std::to_string(t.strides[d]) + " elements at dim " + std::to_string(d));
+  return Status::Ok();
+}
+
+// Every tensor a backward kernel loads or stores (AttentionBwdParams or FlexBwdParams).
+template <class BwdParams>
+Status check_bwd_tma_operands(const BwdParams& p) {
+  for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"},
+                         std::pair{&p.dout, "dout"}, std::pair{&p.dq, "dq"}, std::pair{&p.dk, "dk"}, std::pair{&p.dv, "dv"}})
+    ATTNKIT_RETURN_IF_ERROR(check_tma_operand(*t, name));
   return Status::Ok();
 }
 

@@ -62,9 +62,7 @@ struct FlexBwdPlan {
 // The GPU-only checks and the kernel arguments that do not depend on the functors.
 inline Status fill_bwd_args(const FlexBwdParams& p, AttnBwdArgs& a) {
   ATTNKIT_RETURN_IF_ERROR(check_dtype_and_head_dim(p.q, p.v, {64, 128, 256}, "the CUDA flex backward"));
-  for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"},
-                         std::pair{&p.dout, "dout"}, std::pair{&p.dq, "dq"}, std::pair{&p.dk, "dk"}, std::pair{&p.dv, "dv"}})
-    ATTNKIT_RETURN_IF_ERROR(check_tma_operand(*t, name));
+  ATTNKIT_RETURN_IF_ERROR(check_bwd_tma_operands(p));
   for (auto [n, name] : {std::pair{p.q.size(2), "q (Sq)"}, std::pair{p.k.size(2), "k (Sk)"}})
     if (n > INT32_MAX / 2) return Unsupported(std::string(name) + ": the CUDA flex backward takes sequences below 2^30");
   if (p.q.size(0) > 65535 || p.q.size(1) > 65535)
