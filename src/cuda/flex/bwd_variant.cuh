@@ -124,7 +124,7 @@ struct FlexBwdProbs {
     const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !tile.is_full(j);
     const float scale_log2 = f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E);
     constexpr bool kScorePasses = has_derivative_from_output_v<ScoreMod>;
-    if constexpr (!kScorePasses) {
+    if constexpr (!kScorePasses && !std::is_same_v<ScoreMod, IdentityScoreMod>) {
       if (f.use_score_mod) return fused(tSrS, tdVrP, cS, lse2, use_mask, key0, row0);
     }
     // Score mod, one pass per part (scores are then scale * q.k, as torch's score_mod sees them).
