@@ -15,6 +15,7 @@
 #include "src/cuda/attention/dispatch_common.hpp"
 #include "src/cuda/attention/tma_checks.hpp"
 #include "src/cuda/flex/bwd_lists.cuh"
+#include "src/cuda/flex/bwd_variant.cuh"
 #include "src/cuda/flex/fwd_setup.cuh"
 
 namespace attnkit::cuda::flex {

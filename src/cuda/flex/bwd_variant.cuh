@@ -25,20 +25,6 @@ namespace attnkit::cuda::flex {
 using namespace cute;
 using attn::SeqInfo;
 
-// Per (BlockMask batch, head, key block): the query tiles that meet it, built on the device
-// (bwd_lists.cuh). B and H of size 1 broadcast.
-struct QueryTileLists {
-  int32_t* num = nullptr;          // [Bm, Hm, nk]: query tiles listed
-  int32_t* num_partial = nullptr;  // [Bm, Hm, nk]: of which the first num_partial are partial
-  int32_t* tiles = nullptr;        // [Bm, Hm, nk, m_tiles]: query tile indices, visiting order
-  int32_t* turns = nullptr;        // [Bm, Hm, nk, m_tiles]: key blocks before this one meeting that tile
-  int bm = 1, hm = 1, nk = 0, m_tiles = 0;
-
-  CUTE_HOST_DEVICE int64_t row(int b, int h, int kb) const {
-    return (int64_t(bm == 1 ? 0 : b) * hm + (hm == 1 ? 0 : h)) * nk + kb;
-  }
-};
-
 template <class ScoreMod, class MaskMod>
 struct FlexBwdArgs {
   ScoreMod score_mod;

@@ -16,6 +16,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "attnkit/semantics/flex_mods.hpp"
+#include "src/cuda/flex/block_lists.hpp"
 #include "src/cuda/attention/fwd_tile.cuh"
 #include "src/cuda/attention/fwd_variant.cuh"
 
@@ -23,22 +24,6 @@ namespace attnkit::cuda::flex {
 
 using namespace cute;
 using attn::SeqInfo;
-
-// One BlockMask list pair (kv_num_blocks, kv_indices) or (full_kv_num_blocks, full_kv_indices).
-// Strides are in elements; a broadcast B or H dim has stride 0.
-struct BlockList {
-  const int32_t* num = nullptr;    // [B|1, H|1, rows]
-  const int32_t* index = nullptr;  // [B|1, H|1, rows, cols]
-  int64_t num_stride[3] = {};
-  int64_t index_stride[4] = {};
-
-  CUTE_HOST_DEVICE int count(int b, int h, int row) const {
-    return num ? num[b * num_stride[0] + h * num_stride[1] + row * num_stride[2]] : 0;
-  }
-  CUTE_HOST_DEVICE const int32_t* row(int b, int h, int row) const {
-    return index + b * index_stride[0] + h * index_stride[1] + row * index_stride[2];
-  }
-};
 
 template <class ScoreMod, class MaskMod>
 struct FlexArgs {
