@@ -74,20 +74,17 @@ struct Consumer {
     const Scores scores(a, params.extra, tile, wg, smem.scratch[wg]);
     OnlineSoftmax<kRows> softmax(scores.scale_log2());
     float corr[kRows];
-    // The i-th visited key tile's (n's) scores -> probabilities. Force-inlined: an outlined call
-    // would pass the register tiles through the stack (local memory).
-    auto scores_to_probs = [&](int i, int n) __attribute__((always_inline)) {
+    // The i-th visited key tile's scores -> probabilities. Force-inlined: an outlined call would
+    // pass the register tiles through the stack (local memory).
+    auto scores_to_probs = [&](int i) __attribute__((always_inline)) {
       Tensor s_rc = as_rowcol(tSrS);
-      scores.apply(s_rc, cS, i, n);
+      scores.apply(s_rc, cS, i, tile.key_tile(i));
       softmax.step(s_rc, corr);
     };
 
     clear(tOrO);
     const int count = tile.num_key_tiles();
     if (count > 0) {
-      // key_tile(i) may be a global load (a BlockMask list): each is issued before the waits and
-      // GEMMs of its tile, so its latency hides behind them instead of delaying the scores.
-      const int n0 = tile.key_tile(0);
       pipe_k.consumer_wait(state);
       turns.wait();
       gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
@@ -95,10 +92,9 @@ struct Consumer {
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       pipe_k.consumer_release(state);
-      scores_to_probs(0, n0);
+      scores_to_probs(0);
       convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
       for (int i = 1; i < count; ++i) {
-        const int n = tile.key_tile(i);
         typename T::PipelineState state_v = state;  // V of the previous key tile
         ++state;
         pipe_k.consumer_wait(state);
@@ -110,7 +106,7 @@ struct Consumer {
         warpgroup_wait<1>();  // S_n ready; P.V still running
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state);
-        scores_to_probs(i, n);
+        scores_to_probs(i);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(state_v);
