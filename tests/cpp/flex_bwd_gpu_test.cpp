@@ -133,40 +133,16 @@ TEST_F(FlexBwdGpu, EveryCatalogModWithBlockMasks) {
 }
 
 TEST_F(FlexBwdGpu, GqaRatiosFp16AndWideBlocks) {
-  for (int64_t ratio : {1, 4, 8}) {
-    FlexGpuCase c;
-    c.Hkv = 2;
-    c.Hq = 2 * ratio;
-    c.causal = true;
-    check(c);
-  }
+  for (const FlexGpuCase& c : gqa_and_block_width_cases()) check(c);
   FlexGpuCase f;
   f.dt = DType::kFloat16;
   f.causal = true;
   f.window = 50;
   f.D = 64;
   check(f);
-  FlexGpuCase w;  // a 256-wide key block spans two key tiles
-  w.Sk = 700;
-  w.block_k = 256;
-  w.causal = true;
-  w.document = true;
-  check(w);
-  w.D = 256;  // D256's key tile is 64 wide: four per 256 block, two per 128 block
-  check(w);
-  w.block_k = 128;
-  check(w);
 }
 
-// Unlisted blocks are skipped and full blocks skip mask_mod: each head lists only the key blocks
-// (kb + h) even, all as full, while mods.causal is on — causal must not be applied to them.
-TEST_F(FlexBwdGpu, UnlistedBlocksSkippedAndFullBlocksSkipMaskMod) {
-  FlexGpuCase c;
-  c.Sq = c.Sk = 512;
-  c.causal = true;
-  c.block_pattern = [](int64_t, int64_t h, int64_t, int64_t j) { return ((j / 128) + h) % 2 == 0; };
-  check(c);
-}
+TEST_F(FlexBwdGpu, UnlistedBlocksSkippedAndFullBlocksSkipMaskMod) { check(sparse_pattern_case()); }
 
 // deterministic: dQ partials in key-tile order (the BlockMask's turns) and GQA sums in head order —
 // ten runs bitwise equal, and within the error rule.

@@ -136,6 +136,40 @@ inline std::vector<FlexGpuCase> catalog_cases() {
   return cases;
 }
 
+// GQA ratios 1/4/8 (causal), then 256-wide key blocks (two key tiles each at D128, four at D256)
+// and 128-wide ones at D256, with documents.
+inline std::vector<FlexGpuCase> gqa_and_block_width_cases() {
+  std::vector<FlexGpuCase> cases;
+  for (int64_t ratio : {1, 4, 8}) {
+    FlexGpuCase c;
+    c.Hkv = 2;
+    c.Hq = 2 * ratio;
+    c.causal = true;
+    cases.push_back(c);
+  }
+  FlexGpuCase w;
+  w.Sk = 700;
+  w.block_k = 256;
+  w.causal = true;
+  w.document = true;
+  cases.push_back(w);
+  w.D = 256;
+  cases.push_back(w);
+  w.block_k = 128;
+  cases.push_back(w);
+  return cases;
+}
+
+// Unlisted blocks are skipped and full blocks skip mask_mod: each head lists only the key blocks
+// (kb + h) even, all as full, while mods.causal is on — causal must not be applied to them.
+inline FlexGpuCase sparse_pattern_case() {
+  FlexGpuCase c;
+  c.Sq = c.Sk = 512;
+  c.causal = true;
+  c.block_pattern = [](int64_t, int64_t h, int64_t, int64_t j) { return ((j / 128) + h) % 2 == 0; };
+  return c;
+}
+
 // The mod tables copied to the device, and the case's mods over them.
 struct DeviceModTables {
   DeviceTensor alibi, rel_bias, prefix, doc_q, doc_kv;
