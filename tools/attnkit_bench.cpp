@@ -186,7 +186,26 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
   p.workspace = {ws, ws_bytes};
   const double ms = median_event_ms(reps, [&] { return gdn_forward(p); });
   rows.push_back({"gdn chunk fwd [gpu]", "B4 T8192 H16 K=V=128 bf16", ms, fmt("%.3f Mtok/s", B * T / ms / 1e3)});
-  for (void* ptr : {q, k, v, o, gd, bd, ht, ws}) cudaFree(ptr);
+
+  // bwd_dhu at issue 6's first shape (B2 T8192 H16, scalar gate) on the first two sequences'
+  // rows: w and dv from v, do from o (values do not change the kernel's time).
+  const int64_t Bd = 2, nt = T / 64;
+  void *dh, *dv2;
+  cudaMalloc(&dh, Bd * nt * H * D * D * 2);
+  cudaMalloc(&dv2, Bd * T * H * D * 2);
+  cudaMemcpy(o, x.data(), n * 2, cudaMemcpyHostToDevice);
+  GdnBwdDhuParams u;
+  u.q = TensorView::contiguous(q, DType::kBFloat16, dev, {Bd, T, H, D});
+  u.k = TensorView::contiguous(k, DType::kBFloat16, dev, {Bd, T, H, D});
+  u.w = TensorView::contiguous(v, DType::kBFloat16, dev, {Bd, T, H, D});
+  u.dout = TensorView::contiguous(o, DType::kBFloat16, dev, {Bd, T, H, D});
+  u.dv = TensorView::contiguous(v, DType::kBFloat16, dev, {Bd, T, H, D});
+  u.g = TensorView::contiguous(gd, DType::kFloat32, dev, {Bd, T, H});
+  u.dh = TensorView::contiguous(dh, DType::kBFloat16, dev, {Bd, nt, H, D, D});
+  u.dv2 = TensorView::contiguous(dv2, DType::kBFloat16, dev, {Bd, T, H, D});
+  const double ms_dhu = median_event_ms(reps, [&] { return gdn_bwd_dhu(u); });
+  rows.push_back({"gdn bwd_dhu [gpu]", "B2 T8192 H16 K=V=128 bf16, g", ms_dhu, fmt("%.3f Mtok/s", Bd * T / ms_dhu / 1e3)});
+  for (void* ptr : {q, k, v, o, gd, bd, ht, ws, dh, dv2}) cudaFree(ptr);
 }
 
 // The GPU column: softmax attention forward and backward on device buffers.

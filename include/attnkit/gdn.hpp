@@ -90,12 +90,13 @@ struct GdnBwdDhuParams {
   // Outputs. dh: [B, NT, HV, K, V] (or [.., V, K]); NT = ceil(T / 64), or for varlen (B = 1) the
   // total number of chunks, sequence by sequence. dh0 (optional): fp32 [N, HV, K, V]. dv2: as dv.
   TensorView dh, dh0, dv2;
-  Workspace workspace;
+  Workspace workspace;  // CUDA: gdn_bwd_dhu_workspace_size() bytes, 256-byte aligned (varlen only)
   Stream stream = nullptr;
 };
 
 size_t gdn_forward_workspace_size(const GdnFwdParams& p);
 size_t gdn_backward_workspace_size(const GdnBwdParams& p);
+size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams& p);
 Status gdn_forward(const GdnFwdParams& p);
 Status gdn_backward(const GdnBwdParams& p);
 Status gdn_decode(const GdnDecodeParams& p);

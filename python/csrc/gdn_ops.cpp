@@ -211,6 +211,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gdn_bwd_dhu_op(const at::Tensor& 
   if (output_dh0) p.dh0 = view_of(dh0, "dh0");
   p.dv2 = view_of(dv2, "dv2");
   p.stream = current_stream(q.device());
+  at::Tensor scratch;
+  p.workspace = workspace(gdn_bwd_dhu_workspace_size(p), q, scratch);
   check(::attnkit::gdn_bwd_dhu(p), "gdn_bwd_dhu");
   return {dh, dh0, dv2};
 }

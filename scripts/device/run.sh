@@ -4,7 +4,7 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test python memcheck bench"; also "bench-fwd", "bench-bwd", "bench-gdn", "bench-chunk", "bench-flex") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
+# STEPS (default "build test python memcheck bench"; also "bench-fwd", "bench-bwd", "bench-gdn", "bench-chunk", "bench-dhu", "bench-flex") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -54,6 +54,8 @@ if has memcheck; then
   # Not the 8500-sequence case: ~70k CTAs under memcheck cost minutes of device time.
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/gdn_gpu_test \
     --gtest_filter='-GdnChunkGpu.ThousandsOfShortSequences'
+  step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/gdn_bwd_dhu_gpu_test \
+    --gtest_filter='-GdnBwdDhuGpu.ThousandsOfShortSequences'
 fi
 fla_wheels() {  # flash-linear-attention, from the wheels scripts/device/prepare.sh put in .whl/
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
@@ -75,6 +77,11 @@ fi
 if has bench-chunk || has bench; then  # the GDN chunked forward through the torch op (the pip-built package)
   fla_wheels
   step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_chunk.py --out '$OUT' ${BENCH_ARGS:-}"
+  has bench || cat "$OUT/bench.log"
+fi
+if has bench-dhu || has bench; then  # the GDN reverse state-gradient pass through the torch op, FLA's beside it
+  fla_wheels
+  step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_bwd_dhu.py --out '$OUT'"
   has bench || cat "$OUT/bench.log"
 fi
 if has bench-flex || has bench; then  # flex attention through the torch op, torch.compile(flex_attention) beside it

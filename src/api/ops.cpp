@@ -52,6 +52,10 @@ size_t gdn_forward_workspace_size(const GdnFwdParams& p) {
   return p.in.q.device.type == DeviceType::kCUDA ? cuda::gdn_forward_workspace_size(p) : 0;
 }
 size_t gdn_backward_workspace_size(const GdnBwdParams&) { return 0; }
+// The CUDA bwd_dhu of a varlen batch keeps each sequence's first chunk index in the workspace.
+size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams& p) {
+  return p.q.device.type == DeviceType::kCUDA ? cuda::gdn_bwd_dhu_workspace_size(p) : 0;
+}
 
 Status attention_forward(const AttentionFwdParams& p) {
   return dispatch(p, p.q, cpu::attention_forward, cuda::attention_forward);
@@ -68,7 +72,7 @@ Status flex_attention_backward(const FlexBwdParams& p) {
 Status gdn_forward(const GdnFwdParams& p) { return dispatch(p, p.in.q, cpu::gdn_forward, cuda::gdn_forward); }
 Status gdn_backward(const GdnBwdParams& p) { return dispatch(p, p.in.q, "gdn_backward", cpu::gdn_backward); }
 Status gdn_decode(const GdnDecodeParams& p) { return dispatch(p, p.q, cpu::gdn_decode, cuda::gdn_decode); }
-Status gdn_bwd_dhu(const GdnBwdDhuParams& p) { return dispatch(p, p.q, "gdn_bwd_dhu", cpu::gdn_bwd_dhu); }
+Status gdn_bwd_dhu(const GdnBwdDhuParams& p) { return dispatch(p, p.q, cpu::gdn_bwd_dhu, cuda::gdn_bwd_dhu); }
 
 bool cuda_available() { return cuda::device_count() > 0; }
 const char* version() { return "0.1.0"; }

@@ -245,7 +245,7 @@ Status validate(const GdnBwdDhuParams& p) {
   ATTNKIT_RETURN_IF_ERROR(float_tensor(p.dh, "dh", 5, dlay, dev));
   const int64_t nt = num_chunks(p.cu_seqlens, T);
   if (nt >= 0) ATTNKIT_RETURN_IF_ERROR(shape_is(p.dh, "dh", {B, nt, HV, r, c}, dlay));
-  return workspace(p.workspace, 0);
+  return workspace(p.workspace, gdn_bwd_dhu_workspace_size(p));
 }
 
 }  // namespace attnkit

@@ -15,6 +15,7 @@ set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/attention/bwd_dispatch.cu
   src/cuda/gdn/decode.cu
   src/cuda/gdn/chunk_fwd_dispatch.cu
+  src/cuda/gdn/bwd_dhu_dispatch.cu
   src/cuda/flex/fwd_dispatch.cu
   src/cuda/flex/bwd_dispatch.cu
 )
@@ -52,4 +53,10 @@ endforeach()
 foreach(hd 64 128)
   attnkit_instantiate(src/cuda/gdn/chunk_fwd_launch.cu.in gdn_chunk_fwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
   attnkit_instantiate(src/cuda/gdn/chunk_fwd_launch.cu.in gdn_chunk_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
+endforeach()
+
+# Gated delta rule reverse state-gradient pass (bwd_dhu): key head dim K; each unit holds both
+# 16-bit types and both value blocks (32, 64), four small kernels. Gates/varlen/states are runtime.
+foreach(hd 64 128)
+  attnkit_instantiate(src/cuda/gdn/bwd_dhu_launch.cu.in gdn_bwd_dhu_hd${hd} HEAD_DIM=${hd})
 endforeach()

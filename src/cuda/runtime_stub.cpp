@@ -35,4 +35,8 @@ size_t gdn_forward_workspace_size(const GdnFwdParams&) { return 0; }
 Status gdn_decode(const GdnDecodeParams&) {
   return Unsupported("gdn_decode: this build has no CUDA kernels (configured without nvcc)");
 }
+Status gdn_bwd_dhu(const GdnBwdDhuParams&) {
+  return Unsupported("gdn_bwd_dhu: this build has no CUDA kernels (configured without nvcc)");
+}
+size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams&) { return 0; }
 }  // namespace attnkit::cuda

@@ -5,6 +5,7 @@
 // offset is the same in every 1024-byte aligned tile (the kernels reuse them across buffers).
 #include <gtest/gtest.h>
 
+#include "src/cuda/gdn/bwd_dhu_traits.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 
 namespace attnkit::test {
@@ -53,6 +54,23 @@ void check_traits() {
   expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsDK, T::kC, kDK>();
   expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsBV, T::kC, T::kBV>();
   expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutH, kDK, T::kBV>();
+}
+
+// bwd_dhu's tiles (bwd_dhu_traits.cuh), at both value blocks.
+template <class Element, int kDK, int kBV>
+void check_dhu_traits() {
+  using T = cuda::gdn::BwdDhuTraits<Element, kDK, kBV>;
+  expect_same_bytes<typename T::LayoutRowsDK, typename T::LayoutRowsDKt, T::kC, kDK>();
+  expect_same_bytes<typename T::LayoutRowsBV, typename T::LayoutRowsBVt, T::kC, kBV>();
+  expect_same_bytes<typename T::LayoutDh, typename T::LayoutDht, kDK, kBV>();
+  expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsDK, T::kC, kDK>();
+  expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsBV, T::kC, kBV>();
+}
+
+TEST(GdnChunkLayouts, BwdDhuViewsAgree) {
+  check_dhu_traits<cutlass::bfloat16_t, 128, 32>();
+  check_dhu_traits<cutlass::bfloat16_t, 128, 64>();
+  check_dhu_traits<cutlass::half_t, 64, 32>();
 }
 
 TEST(GdnChunkLayouts, RowMajorAndTransposedViewsAgree) {

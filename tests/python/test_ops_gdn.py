@@ -237,3 +237,40 @@ def test_bwd_dhu_matches_reference_with_fla_base2_gates(gate, varlen):
     assert dh.shape == want_dh.shape
     for got, want in ((dh, want_dh), (dh0, want_dh0), (dv2, want_dv2)):
         assert ref.rms_ratio(got, want) < 1e-5
+
+
+@needs_cuda
+@pytest.mark.parametrize("gate", [None, "g", "gk"])
+@pytest.mark.parametrize("varlen", [False, True])
+def test_cuda_bwd_dhu_matches_reference(gate, varlen):
+    """The CUDA bwd_dhu against the float64 reference on the same bf16 values (FLA's metric and
+    gradient tolerance); unit keys and w = beta * k keep the reverse pass contractive, as the real
+    WY w does."""
+    torch.manual_seed(6)
+    B, T, H, HV, K, V = (1, 300, 2, 4, 128, 128) if varlen else (2, 300, 2, 4, 128, 128)
+    cu = torch.tensor([0, 1, 130, 300], dtype=torch.int64) if varlen else None
+    starts = [0, 1, 130] if varlen else [0]
+    q = torch.randn(B, T, H, K).bfloat16()
+    k = F.normalize(torch.randn(B, T, H, K), dim=-1).bfloat16()
+    w = (k.float().repeat_interleave(HV // H, dim=2) * torch.rand(B, T, HV, 1)).bfloat16()
+    do, dv = torch.randn(B, T, HV, V).bfloat16(), torch.randn(B, T, HV, V).bfloat16()
+    dht = torch.randn(B if cu is None else 3, HV, K, V)
+    step = F.logsigmoid(torch.randn(B, T, HV, *((K,) if gate == "gk" else ()))) * 0.1
+    G = torch.zeros_like(step)
+    chunk_starts = sorted({c for s, e in zip(starts, (starts[1:] + [T])) for c in range(s, e, 64)})
+    for c0, c1 in zip(chunk_starts, chunk_starts[1:] + [T]):
+        G[:, c0:c1] = step[:, c0:c1].cumsum(1)
+    g = G if gate == "g" else None
+    gk = G if gate == "gk" else None
+    ln2 = math.log(2.0)
+    dev = lambda t: None if t is None else t.cuda()  # noqa: E731
+    dh, dh0, dv2 = attnkit.chunk_gated_delta_rule_bwd_dhu(
+        *(t.cuda() for t in (q, k, w, do, dv)), g=dev(None if g is None else g / ln2),
+        gk=dev(None if gk is None else gk / ln2), h0=dht.cuda(), dht=dht.cuda(), cu_seqlens=dev(cu))
+    want_dh, want_dh0, want_dv2 = ref.bwd_dhu(*(t.double() for t in (q, k, w, do, dv)),
+                                              g=None if g is None else g.double(),
+                                              gk=None if gk is None else gk.double(), dht=dht.double(), cu_seqlens=cu)
+    assert dh.dtype == torch.bfloat16 and dh0.dtype == torch.float32 and dh.shape == want_dh.shape
+    for got, want in ((dh, want_dh), (dh0, want_dh0), (dv2, want_dv2)):
+        assert torch.isfinite(got).all()
+        assert ref.rms_ratio(got.cpu().double(), want) < 0.008

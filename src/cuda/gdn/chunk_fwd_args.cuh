@@ -43,14 +43,17 @@ struct ChunkFwdArgs {
 };
 
 // CTA `item` -> (sequence n, value head hv, value block vb), vb fastest so that the CTAs sharing
-// one head's q/k rows run together and meet in L2.
+// one head's q/k rows run together and meet in L2. Args: any kernel's arguments with num_seqs'
+// companions cu_seqlens, tokens, H, HV and v_blocks (ChunkFwdArgs, BwdDhuArgs).
 struct WorkItem {
   int n, hv, h, vb;
   int64_t b, t0, len;
   int nchunks;
-  __device__ WorkItem(const ChunkFwdArgs& a, int item)
+  template <class Args>
+  __device__ WorkItem(const Args& a, int item)
       : WorkItem(a, item / a.v_blocks / a.HV, (item / a.v_blocks) % a.HV, item % a.v_blocks) {}
-  __device__ WorkItem(const ChunkFwdArgs& a, int n_, int hv_, int vb_) : n(n_), hv(hv_), vb(vb_) {
+  template <class Args>
+  __device__ WorkItem(const Args& a, int n_, int hv_, int vb_) : n(n_), hv(hv_), vb(vb_) {
     h = static_cast<int>(qk_head_of(hv, a.HV, a.H));
     if (a.cu_seqlens) {
       b = 0;

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "src/cuda/gdn/api.hpp"
+#include "src/cuda/cuda_status.hpp"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/host_tensors.hpp"
 
 namespace attnkit::cuda {
 namespace gdn {
@@ -16,25 +18,6 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream);
 }  // namespace gdn
 
 namespace {
-
-gdn::RowTensor row_tensor(const TensorView& t, bool varlen) {
-  return {t.data, varlen ? 0 : t.strides[0], t.strides[1], t.strides[2]};
-}
-
-// Every row start of t aligned to `bytes` (cp.async and the output stores move 16 bytes).
-bool rows_aligned(const TensorView& t, bool varlen, int64_t bytes) {
-  const int64_t e = dtype_size(t.dtype);
-  bool ok = reinterpret_cast<uintptr_t>(t.data) % bytes == 0;
-  for (int d = varlen ? 1 : 0; d < 3; ++d) ok = ok && (t.strides[d] * e) % bytes == 0;
-  return ok;
-}
-
-// (k, v) strides of a [N, HV, K, V] / [N, HV, V, K] state.
-void state_strides(const TensorView& t, StateLayout layout, int64_t& sk, int64_t& sv) {
-  const bool kfirst = layout == StateLayout::kKV;
-  sk = kfirst ? t.strides[2] : t.strides[3];
-  sv = kfirst ? t.strides[3] : t.strides[2];
-}
 
 // What the CUDA chunked forward does not take among the inputs (the workspace is sized from them).
 Status check_supported(const GdnFwdParams& p) {
@@ -91,10 +74,10 @@ Status gdn_forward(const GdnFwdParams& p) {
 
   const bool varlen = in.cu_seqlens.defined();
   gdn::ChunkFwdArgs a;
-  a.q = row_tensor(in.q, varlen);
-  a.k = row_tensor(in.k, varlen);
-  a.v = row_tensor(in.v, varlen);
-  a.o = row_tensor(p.out, varlen);
+  a.q = gdn::row_tensor(in.q, varlen);
+  a.k = gdn::row_tensor(in.k, varlen);
+  a.v = gdn::row_tensor(in.v, varlen);
+  a.o = gdn::row_tensor(p.out, varlen);
   a.g = token_tensor(in.g, varlen);
   a.beta = token_tensor(in.beta, varlen);
   if (in.A_log.defined()) {
@@ -103,18 +86,12 @@ Status gdn_forward(const GdnFwdParams& p) {
     a.a_stride = in.A_log.strides[0];
     a.dt_stride = in.dt_bias.strides[0];
   }
-  if (in.initial_state.defined()) {
-    const TensorView& h0 = in.initial_state;
-    a.h0.data = {h0.data, h0.dtype};
-    a.h0.sn = h0.strides[0];
-    a.h0.sh = h0.strides[1];
-    state_strides(h0, in.state_layout, a.h0.sk, a.h0.sv);
-  }
+  a.h0 = gdn::state_tensor(in.initial_state, in.state_layout);
   if (p.final_state.defined()) {
     a.ht = static_cast<float*>(p.final_state.data);
     a.ht_sn = p.final_state.strides[0];
     a.ht_sh = p.final_state.strides[1];
-    state_strides(p.final_state, in.state_layout, a.ht_sk, a.ht_sv);
+    gdn::state_strides(p.final_state, in.state_layout, a.ht_sk, a.ht_sv);
   }
   a.cu_seqlens = varlen ? static_cast<const int64_t*>(in.cu_seqlens.data) : nullptr;
   a.tokens = in.q.size(1);
@@ -127,8 +104,8 @@ Status gdn_forward(const GdnFwdParams& p) {
   a.scale = static_cast<float>(in.scale ? *in.scale : 1.0 / std::sqrt(static_cast<double>(K)));
   a.l2norm = in.use_qk_l2norm;
   a.beta_logit = in.beta_is_logit;
-  a.vec16 = rows_aligned(in.q, varlen, 16) && rows_aligned(in.k, varlen, 16) && rows_aligned(in.v, varlen, 16);
-  a.o_vec16 = rows_aligned(p.out, varlen, 16);
+  a.vec16 = gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16) && gdn::rows_aligned(in.v, varlen, 16);
+  a.o_vec16 = gdn::rows_aligned(p.out, varlen, 16);
 
   const ChunkWorkspace ws(p);
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
@@ -147,8 +124,7 @@ Status gdn_forward(const GdnFwdParams& p) {
   cudaError_t err;
   if (K == 128) err = bf16 ? gdn::launch_gdn_chunk_fwd<cutlass::bfloat16_t, 128>(a, stream) : gdn::launch_gdn_chunk_fwd<cutlass::half_t, 128>(a, stream);
   else err = bf16 ? gdn::launch_gdn_chunk_fwd<cutlass::bfloat16_t, 64>(a, stream) : gdn::launch_gdn_chunk_fwd<cutlass::half_t, 64>(a, stream);
-  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_forward: ") + cudaGetErrorString(err)};
-  return Status::Ok();
+  return cuda_status(err, "gdn_forward");
 }
 
 }  // namespace attnkit::cuda

@@ -131,6 +131,15 @@ CUTE_DEVICE void st_shared(const void* p, uint4 v) {
                "r"(v.w)
                : "memory");
 }
+// The same by 32-bit shared address (offsets worked out once, as ChunkPieces keeps them).
+CUTE_DEVICE void st_shared(uint32_t p, uint4 v) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
+CUTE_DEVICE uint4 ld_shared_v4(uint32_t p) {
+  uint4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(p) : "memory");
+  return v;
+}
 CUTE_DEVICE uint32_t ld_shared_b32(const void* p) {
   uint32_t v;
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(cute::cast_smem_ptr_to_uint(p)) : "memory");
@@ -152,10 +161,11 @@ CUTE_DEVICE void store_pairs(const Acc& acc, Dst&& dst, F&& f) {
   for (int i = 0; i < size(acc); i += 2) st_shared(&dst(i), pack2<Element>(f(i, acc(i)), f(i + 1, acc(i + 1))));
 }
 
-// The recurrence kernel's named barriers (0 is __syncthreads): each warpgroup's own, then per
-// stage "full" (loader -> state) and "empty" (state -> loader), 256 threads each.
+// The recurrence kernels' named barriers (0 is __syncthreads): each warpgroup's own, then per
+// stage "full" (loader -> state) and "empty" (state -> loader), 256 threads each; bwd_dhu's
+// "dh free" (loader -> state: a dh buffer has been written out and may be refilled).
 struct ChunkBarriers {
-  static constexpr int kLoad = 1, kState = 2, kFull = 3, kEmpty = 6;
+  static constexpr int kLoad = 1, kState = 2, kFull = 3, kEmpty = 6, kDhFree = 9;
   static __device__ void sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
   static __device__ void arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 };

@@ -1,0 +1,92 @@
+"""bench/bench_gdn_bwd_dhu.py — attnkit's reverse state-gradient pass (bwd_dhu) beside
+flash-linear-attention's chunk_gated_delta_rule_bwd_dhu in one process: issue 6's shapes
+(K = V = 128, bf16 rows, fp32 in-chunk cumulative gates, dht given, dh0 returned).
+
+    python3 bench/bench_gdn_bwd_dhu.py [--out DIR]
+
+Both sides get the same tensors; FLA takes base-2 gates and so does attnkit's Python wrapper (it
+converts them for the op). Inputs are shaped like the real pass's: unit keys, w = beta * k, so
+dh stays finite and the two sides' results can be compared (RMS(attnkit - FLA) / RMS(FLA)).
+Timing: triton's do_bench median, and each side replayed from a CUDA graph (GPU time without
+Python's launch overhead).
+"""
+import argparse, math, os, sys
+
+sys.path.insert(0, os.environ.get("FLA_SRC", "/tmp/site"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+import torch.nn.functional as F
+from triton.testing import do_bench
+
+import attnkit
+from bench_attention import device_meta, write_rows
+from bench_gdn_chunk import graph_ms, rms_ratio
+
+D = 128
+# name, B, T, H, gate (None, "g", "gk"), issue 6's bar (x FLA)
+CASES = [
+    ("B2 T8192 H16 no gate", 2, 8192, 16, None, 1.3),
+    ("B2 T8192 H16 g", 2, 8192, 16, "g", 1.3),
+    ("B1 T8192 H64 gk", 1, 8192, 64, "gk", 1.3),
+    ("B1 T4096 H16 no gate", 1, 4096, 16, None, 1.3),
+    ("B1 T4096 H16 g", 1, 4096, 16, "g", 1.3),
+]
+
+
+def make_inputs(B, T, H, gate, dev="cuda"):
+    torch.manual_seed(0)
+    q = torch.randn(B, T, H, D, device=dev, dtype=torch.bfloat16)
+    k = F.normalize(torch.randn(B, T, H, D, device=dev), dim=-1)
+    w = (k * torch.rand(B, T, H, 1, device=dev)).bfloat16()
+    k = k.bfloat16()
+    do = torch.randn(B, T, H, D, device=dev, dtype=torch.bfloat16)
+    dv = torch.randn(B, T, H, D, device=dev, dtype=torch.bfloat16)
+    dht = torch.randn(B, H, D, D, device=dev)
+    g = gk = None
+    if gate:  # in-chunk cumulative log-decays, base 2 (FLA's convention)
+        shape = (B, T // 64, 64, H) + ((D,) if gate == "gk" else ())
+        G = (F.logsigmoid(torch.randn(shape, device=dev)) * 0.1).cumsum(2).reshape(B, T, H, *shape[4:]) / math.log(2.0)
+        g, gk = (G, None) if gate == "g" else (None, G)
+    return q, k, w, do, dv, g, gk, dht
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
+    args = ap.parse_args()
+    try:
+        from fla.ops.common.chunk_delta_h import chunk_gated_delta_rule_bwd_dhu as fla_dhu
+    except ImportError as e:
+        fla_dhu = None
+        print("FLA not importable:", e)
+    meta = device_meta()
+    rows = []
+    print(f"{'case':24s} {'attnkit ms':>10s} {'FLA ms':>8s} {'speedup':>8s} {'bar':>5s}  rel dh / dh0 / dv2 vs FLA  graphs")
+    for name, B, T, H, gate, bar in CASES:
+        q, k, w, do, dv, g, gk, dht = make_inputs(B, T, H, gate)
+        kw = dict(g=g, gk=gk, h0=dht, dht=dht, scale=D ** -0.5)
+        ours = lambda: attnkit.chunk_gated_delta_rule_bwd_dhu(q, k, w, do, dv, **kw)
+        res = ours()
+        ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
+        g_ms = graph_ms(ours)
+        fla_ms, rel, fla_g_ms = float("nan"), [float("nan")] * 3, None
+        if fla_dhu is not None:
+            fla = lambda: fla_dhu(q, k, w, do, dv, **kw)
+            want = fla()
+            fla_ms = do_bench(fla, warmup=25, rep=200, return_mode="median")
+            fla_g_ms = graph_ms(fla)
+            rel = [rms_ratio(a, b) for a, b in zip(res, want)]
+        speedup = fla_ms / ms
+        graph_speedup = fla_g_ms / g_ms if g_ms and fla_g_ms else None
+        rows.append(dict(meta, op="gdn_bwd_dhu", case=name, B=B, T=T, H=H, K=D, V=D, gate=gate, ms=ms, fla_ms=fla_ms,
+                         speedup_vs_fla=speedup, bar=bar, graph_ms=g_ms, fla_graph_ms=fla_g_ms,
+                         graph_speedup_vs_fla=graph_speedup, rel_rms_dh_vs_fla=rel[0], rel_rms_dh0_vs_fla=rel[1],
+                         rel_rms_dv2_vs_fla=rel[2]))
+        graphs = f"{g_ms:.4f} / {fla_g_ms:.4f} ms ({graph_speedup:.2f}x)" if graph_speedup else "-"
+        print(f"{name:24s} {ms:10.4f} {fla_ms:8.4f} {speedup:7.2f}x {bar:>5}  "
+              f"{rel[0]:.1e} / {rel[1]:.1e} / {rel[2]:.1e}  {graphs}", flush=True)
+    print("wrote", write_rows(args.out, "bench_gdn_bwd_dhu.jsonl", rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+// src/cuda/gdn/bwd_dhu_args.cuh — the arguments of the reverse state-gradient kernel ("bwd_dhu",
+// attnkit/gdn.hpp GdnBwdDhuParams); its CTAs find their work with chunk_fwd_args.cuh's WorkItem.
+#pragma once
+#include <cstdint>
+
+#include "src/cuda/gdn/chunk_fwd_args.cuh"
+
+namespace attnkit::cuda::gdn {
+
+struct BwdDhuArgs {
+  RowTensor q, k;                  // [B, T, H, DK]
+  RowTensor w;                     // [B, T, HV, DK]
+  RowTensor dout, dv, dv2;         // [B, T, HV, V]
+  // In-chunk cumulative log-decay (natural log), fp32: g [B, T, HV] (scalar gate) or
+  // gk [B, T, HV, DK] (per key, unit last stride); neither: no decay.
+  const float* gate = nullptr;
+  int64_t g_sb = 0, g_st = 0, g_sh = 0;
+  bool per_key_gate = false;
+  StateTensor dht;                 // any float dtype; absent: zero
+  // dh [B, NT, HV, K, V] / [.., V, K] in the rows' dtype: element strides of (b, chunk, hv, k, v).
+  void* dh = nullptr;
+  int64_t dh_sb = 0, dh_sc = 0, dh_sh = 0, dh_sk = 0, dh_sv = 0;
+  float* dh0 = nullptr;            // fp32 [N, HV, K, V] / [N, HV, V, K]; absent: not written
+  int64_t dh0_sn = 0, dh0_sh = 0, dh0_sk = 0, dh0_sv = 0;
+  const int64_t* cu_seqlens = nullptr;    // varlen: B == 1
+  const int64_t* chunk_offsets = nullptr; // varlen: first global chunk of each sequence [N]
+  int64_t tokens = 0;                     // T of a dense batch
+  int num_seqs = 0, H = 0, HV = 0, v_blocks = 0;
+  float scale = 1.f;
+  bool vec16 = false;                     // q, k, w, dout, dv rows 16-byte aligned: cp.async 16 B
+  bool dv2_vec16 = false;                 // dv2 rows 16-byte aligned
+  bool dh_vec16 = false;                  // dh rows (K-first, unit v stride) 16-byte aligned
+};
+
+}  // namespace attnkit::cuda::gdn

@@ -1,0 +1,117 @@
+// src/cuda/gdn/bwd_dhu_state.cuh — warpgroup 1 of the bwd_dhu kernel: carries dH [DK, BV] (the
+// gradient of the current chunk's end state) in fp32 registers from dht (or 0) back through the
+// sequence's chunks, and writes dh0 at the start.
+//
+// Per chunk j, from the last (stage published by the loader with the gates folded in):
+//   dv2 = dv + Kd dH           (SS; dH's 16-bit copy = dh[j], read MN-major)
+//   dH *= e^G_last ; dH += Qs^T do         (SS, runs while dv2 is formed)
+//   dv2 into dv's buffer (16-bit) ; dH += (-w)^T dv2    (SS)
+//   dH's 16-bit copy for chunk j - 1, in the other dh buffer (once the loader has written that
+//   buffer's previous tile out).
+#pragma once
+#include <cutlass/arch/barrier.h>
+
+#include "src/cuda/attention/mma.cuh"
+#include "src/cuda/gdn/bwd_dhu_args.cuh"
+#include "src/cuda/gdn/bwd_dhu_traits.cuh"
+
+namespace attnkit::cuda::gdn {
+
+template <class T>
+struct DhuStateWarpgroup {
+  using Element = typename T::Element;
+  static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
+  const BwdDhuArgs& a;
+  const WorkItem& it;
+  int tid;  // 0..127
+
+  static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
+
+  template <class TH, class SH>
+  CUTE_DEVICE void publish(const TH& tdH, SH&& tdHs) const {  // dH's 16-bit copy for the GEMMs and dh
+    store_pairs<Element>(tdH, tdHs, [](int, float x) { return x; });
+    cutlass::arch::fence_view_async_shared();
+    sync();
+  }
+
+  CUTE_DEVICE void run() {
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    typename T::MmaDv mma_dv;
+    typename T::MmaDh mma_dh;
+    auto thr_dv = mma_dv.get_thread_slice(tid);
+    auto thr_dh = mma_dh.get_thread_slice(tid);
+
+    // dH, fp32 [DK, BV] over the warpgroup, from dht (or 0).
+    Tensor tdH = partition_fragment_C(mma_dh, Shape<Int<kDK>, Int<kBV>>{});
+    Tensor cdH = thr_dh.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
+    const int v0 = it.vb * kBV;
+    CUTE_UNROLL
+    for (int i = 0; i < size(tdH); ++i) {
+      const int k = get<0>(cdH(i)), v = v0 + get<1>(cdH(i));
+      tdH(i) = a.dht.data.ptr ? a.dht.data[it.n * a.dht.sn + it.hv * a.dht.sh + k * a.dht.sk + v * a.dht.sv] : 0.f;
+    }
+    const int n = it.nchunks;
+    auto dh_tile = [&](int buf) { return make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDh{}); };
+    if (n > 0) publish(tdH, thr_dh.partition_C(dh_tile(0)));
+
+    Tensor tDv = partition_fragment_C(mma_dv, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: Kd dH, then dv2
+    for (int i = 0; i < n; ++i) {
+      const int s = i % T::kStages, buf = i % 2;
+      auto& st = sm.stage[s];
+      Tensor sKd = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});     // [C, DK]
+      Tensor sQst = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDKt{});   // [DK, C]
+      Tensor sWnt = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDKt{});   // [DK, C]: -w^T
+      Tensor sDot = make_tensor(make_smem_ptr(st.dout.data()), typename T::LayoutRowsBVt{});  // [BV, C]
+      Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then dv2
+      Tensor sDv2t = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBVt{});  // [BV, C]
+      Tensor sDht = make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDht{});  // [BV, DK]
+      ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
+      {
+        Tensor tA = thr_dv.partition_fragment_A(sKd);
+        Tensor tB = thr_dv.partition_fragment_B(sDht);
+        attn::gemm_zero<false>(mma_dv, tA, tB, tDv);
+      }
+      // dH is scaled once no GEMM is in flight: ptxas waits for all of them before any register
+      // an in-flight GEMM could own is touched (C7517), which would serialise the same way.
+      warpgroup_wait<0>();  // Kd dH
+      CUTE_UNROLL
+      for (int e = 0; e < size(tdH); ++e) tdH(e) *= sm.decay[s][get<0>(cdH(e))];
+      {  // runs while dv2 is formed below
+        Tensor tA = thr_dh.partition_fragment_A(sQst);
+        Tensor tB = thr_dh.partition_fragment_B(sDot);
+        attn::gemm_ss(mma_dh, tA, tB, tdH);
+      }
+      Tensor tDvs = thr_dv.partition_C(sDv);
+      CUTE_UNROLL
+      for (int e = 0; e < size(tDv); e += 2) {  // dv2 = dv + Kd dH, in place of dv: columns e, e + 1 adjacent
+        const uint32_t raw = ld_shared_b32(&tDvs(e));
+        const auto dv = reinterpret_cast<const cutlass::Array<Element, 2>&>(raw);
+        st_shared(&tDvs(e), pack2<Element>(float(dv[0]) + tDv(e), float(dv[1]) + tDv(e + 1)));
+      }
+      cutlass::arch::fence_view_async_shared();
+      sync();  // dv2 complete
+      {
+        Tensor tA = thr_dh.partition_fragment_A(sWnt);
+        Tensor tB = thr_dh.partition_fragment_B(sDv2t);
+        attn::gemm_ss(mma_dh, tA, tB, tdH);
+      }
+      warpgroup_wait<0>();
+      // The other dh buffer held step i - 1's tile: wait until the loader has written it out. The
+      // wait comes before this step's "empty" signal, which lets the loader on to its next "dh
+      // free" arrival: two arrivals can never meet at the barrier without this wait between them.
+      const bool next = i + 1 < n;
+      if (next && i >= 1) ChunkBarriers::sync(ChunkBarriers::kDhFree, 256);
+      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);  // the loader writes dv2 and dh[j] out
+      if (next) publish(tdH, thr_dh.partition_C(dh_tile(1 - buf)));
+    }
+    if (a.dh0) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdH); ++i) {
+        const int k = get<0>(cdH(i)), v = v0 + get<1>(cdH(i));
+        a.dh0[it.n * a.dh0_sn + it.hv * a.dh0_sh + k * a.dh0_sk + v * a.dh0_sv] = tdH(i);
+      }
+    }
+  }
+};
+
+}  // namespace attnkit::cuda::gdn

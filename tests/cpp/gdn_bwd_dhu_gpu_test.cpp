@@ -1,0 +1,298 @@
+// tests/cpp/gdn_bwd_dhu_gpu_test.cpp — the CUDA reverse state-gradient pass (bwd_dhu) against the
+// CPU backend's float64 run on the same 16-bit inputs (the CPU op is itself checked by finite
+// differences in gdn_bwd_dhu_test.cpp), with FLA's metric RMS(err) / RMS(ref) and its 0.008
+// gradient tolerance (spec/gdn.md) on dh, dh0 and dv2. Outputs NaN-poisoned before every launch.
+//
+// Inputs are shaped like the real pass's: unit-norm keys, w = beta * k (so the per-chunk map
+// dH -> e^G dH - w^T K dH stays contractive, as the WY form's is), in-chunk cumulative gates.
+#include <memory>
+
+#include "gpu_util.hpp"
+
+namespace attnkit::test {
+namespace {
+
+struct DhuGpuCase {
+  DType dt = DType::kBFloat16;
+  int64_t B = 2, T = 200, H = 2, HV = 4, K = 128, V = 128;
+  std::vector<int64_t> seqlens;  // non-empty: varlen (B = 1, T = their sum)
+  enum Gate { kNone, kScalar, kPerKey } gate = kScalar;
+  double g_lo = -0.1, g_hi = 0.0;  // per-token log-decay range (then summed inside each chunk)
+  bool dht = true, dh0 = true;
+  StateLayout layout = StateLayout::kKV;
+  int64_t row_pad = 0;  // > 0: rows of q, k, w, dout, dv padded (no 16-byte loads)
+  int64_t N() const { return seqlens.empty() ? B : static_cast<int64_t>(seqlens.size()); }
+  int64_t chunks() const {
+    if (seqlens.empty()) return (T + 63) / 64;
+    int64_t n = 0;
+    for (int64_t l : seqlens) n += (l + 63) / 64;
+    return n;
+  }
+};
+
+// A [.., D] tensor whose rows are padded by `pad` elements (same logical contents).
+HostTensor padded(const HostTensor& x, int64_t pad) {
+  if (pad == 0) return x;
+  std::vector<int64_t> shape(x.view.sizes, x.view.sizes + x.view.ndim);
+  shape.back() += pad;
+  HostTensor r(x.view.dtype, shape);
+  r.view.sizes[x.view.ndim - 1] -= pad;
+  for (int64_t i = 0; i < x.numel(); ++i) r.set(i, x.get(i));
+  return r;
+}
+
+struct DhuTensors {
+  HostTensor q, k, w, dout, dv, g, dht, cu;
+};
+
+DhuTensors make_inputs(const DhuGpuCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  DhuTensors t;
+  HostTensor q(DType::kFloat64, {c.B, c.T, c.H, c.K}), k = q, w(DType::kFloat64, {c.B, c.T, c.HV, c.K});
+  q.randn(rng);
+  k.randn(rng);
+  for (int64_t r = 0; r < c.B * c.T * c.H; ++r) {  // unit-norm key rows
+    double ss = 1e-12;
+    for (int64_t i = 0; i < c.K; ++i) ss += k.get(r * c.K + i) * k.get(r * c.K + i);
+    for (int64_t i = 0; i < c.K; ++i) k.set(r * c.K + i, k.get(r * c.K + i) / std::sqrt(ss));
+  }
+  std::uniform_real_distribution<double> beta(0.1, 0.9);
+  for (int64_t r = 0; r < c.B * c.T * c.HV; ++r) {  // w row of value head hv = beta * k row of its q/k head
+    const int64_t hv = r % c.HV, bt = r / c.HV, h = hv / (c.HV / c.H), b = beta(rng);
+    for (int64_t i = 0; i < c.K; ++i) w.set(r * c.K + i, b * k.get((bt * c.H + h) * c.K + i));
+  }
+  t.q = q.to(c.dt);
+  t.k = k.to(c.dt);
+  t.w = w.to(c.dt);
+  t.dout = HostTensor(c.dt, {c.B, c.T, c.HV, c.V});
+  t.dout.randn(rng);
+  t.dv = t.dout;
+  t.dv.randn(rng);
+  const int64_t gw = c.gate == DhuGpuCase::kPerKey ? c.K : 1;
+  if (c.gate != DhuGpuCase::kNone) {  // in-chunk cumulative sums of per-token log-decays
+    t.g = gw == 1 ? HostTensor(DType::kFloat32, {c.B, c.T, c.HV}) : HostTensor(DType::kFloat32, {c.B, c.T, c.HV, gw});
+    std::uniform_real_distribution<double> gd(c.g_lo, c.g_hi);
+    std::vector<int64_t> starts = {0};  // token index of every sequence start
+    for (int64_t l : c.seqlens) starts.push_back(starts.back() + l);
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t hv = 0; hv < c.HV; ++hv)
+        for (int64_t x = 0; x < gw; ++x) {
+          double run = 0;
+          size_t seq = 0;
+          for (int64_t tok = 0; tok < c.T; ++tok) {
+            int64_t since = tok;  // tokens since the sequence start
+            if (!c.seqlens.empty()) {
+              while (seq + 1 < starts.size() && starts[seq + 1] <= tok) ++seq;
+              since = tok - starts[seq];
+            }
+            if (since % 64 == 0) run = 0;
+            run += gd(rng);
+            t.g.set(((b * c.T + tok) * c.HV + hv) * gw + x, run);
+          }
+        }
+  }
+  const bool kv = c.layout == StateLayout::kKV;
+  if (c.dht) {
+    t.dht = HostTensor(DType::kFloat32, {c.N(), c.HV, kv ? c.K : c.V, kv ? c.V : c.K});
+    t.dht.randn(rng);
+  }
+  if (!c.seqlens.empty()) {
+    std::vector<int64_t> cu = {0};
+    for (int64_t l : c.seqlens) cu.push_back(cu.back() + l);
+    t.cu = index_tensor(DType::kInt64, cu);
+  }
+  return t;
+}
+
+struct DhuOutputs {
+  HostTensor dh, dh0, dv2;
+};
+
+DhuOutputs make_outputs(const DhuGpuCase& c, DType dt) {
+  const bool kv = c.layout == StateLayout::kKV;
+  const int64_t r = kv ? c.K : c.V, cc = kv ? c.V : c.K;
+  DhuOutputs o;
+  o.dh = HostTensor(dt, {c.B, c.chunks(), c.HV, r, cc});
+  if (c.dh0) o.dh0 = HostTensor(dt == DType::kFloat64 ? dt : DType::kFloat32, {c.N(), c.HV, r, cc});
+  o.dv2 = HostTensor(dt, {c.B, c.T, c.HV, c.V});
+  return o;
+}
+
+GdnBwdDhuParams params(const DhuGpuCase& c, const DhuTensors& t, const DhuOutputs& o) {
+  GdnBwdDhuParams p;
+  p.q = t.q.view;
+  p.k = t.k.view;
+  p.w = t.w.view;
+  p.dout = t.dout.view;
+  p.dv = t.dv.view;
+  if (c.gate == DhuGpuCase::kScalar) p.g = t.g.view;
+  if (c.gate == DhuGpuCase::kPerKey) p.gk = t.g.view;
+  p.dht = t.dht.view;
+  p.cu_seqlens = t.cu.view;
+  p.state_layout = c.layout;
+  p.dh = o.dh.view;
+  p.dh0 = o.dh0.view;
+  p.dv2 = o.dv2.view;
+  return p;
+}
+
+// A device copy of h, or nothing for an absent tensor.
+std::unique_ptr<DeviceTensor> to_device(const HostTensor& h) {
+  return h.view.defined() ? std::make_unique<DeviceTensor>(h) : nullptr;
+}
+TensorView view_of(const std::unique_ptr<DeviceTensor>& d) { return d ? d->view : TensorView{}; }
+
+void check_dhu(const DhuGpuCase& c, uint32_t seed = 11) {
+  const DhuTensors t = make_inputs(c, seed);
+  // Reference: the CPU op in float64 on the same rounded values.
+  DhuTensors t64 = t;
+  for (HostTensor* x : {&t64.q, &t64.k, &t64.w, &t64.dout, &t64.dv}) *x = x->to(DType::kFloat64);
+  DhuOutputs ref = make_outputs(c, DType::kFloat64);
+  ASSERT_OK(gdn_bwd_dhu(params(c, t64, ref)));
+  // GPU, on rows padded as the case asks.
+  DhuTensors tp = t;
+  for (HostTensor* x : {&tp.q, &tp.k, &tp.w, &tp.dout, &tp.dv}) *x = padded(*x, c.row_pad);
+  DhuOutputs out = make_outputs(c, c.dt);
+  std::vector<std::unique_ptr<DeviceTensor>> in;
+  DhuTensors dev = tp;
+  for (auto [h, d] : {std::pair{&tp.q, &dev.q}, std::pair{&tp.k, &dev.k}, std::pair{&tp.w, &dev.w},
+                      std::pair{&tp.dout, &dev.dout}, std::pair{&tp.dv, &dev.dv}, std::pair{&tp.g, &dev.g},
+                      std::pair{&tp.dht, &dev.dht}, std::pair{&tp.cu, &dev.cu}}) {
+    in.push_back(to_device(*h));
+    d->view = view_of(in.back());
+  }
+  auto dh = to_device(out.dh), dh0 = to_device(out.dh0), dv2 = to_device(out.dv2);
+  for (auto* d : {dh.get(), dh0.get(), dv2.get()})
+    if (d) d->poison();
+  DhuOutputs dev_out = out;
+  dev_out.dh.view = view_of(dh);
+  dev_out.dh0.view = view_of(dh0);
+  dev_out.dv2.view = view_of(dv2);
+  GdnBwdDhuParams p = params(c, dev, dev_out);
+  const DeviceScratch ws(gdn_bwd_dhu_workspace_size(p));
+  p.workspace = ws.workspace();
+  const Status st = gdn_bwd_dhu(p);
+  ASSERT_TRUE(st.ok()) << st.message();
+  dh->copy_to(out.dh);
+  dv2->copy_to(out.dv2);
+  if (dh0) dh0->copy_to(out.dh0);
+  for (auto [got, want, name] : {std::tuple{&out.dh, &ref.dh, "dh"}, std::tuple{&out.dv2, &ref.dv2, "dv2"},
+                                 std::tuple{&out.dh0, &ref.dh0, "dh0"}}) {
+    if (!got->view.defined()) continue;
+    const auto g = got->values();
+    ASSERT_TRUE(all_finite(g)) << name << ": unwritten or non-finite values";
+    EXPECT_LT(rel_rms(g, want->values()), 0.008) << name;
+  }
+}
+
+class GdnBwdDhuGpu : public GpuTest {};
+
+TEST_F(GdnBwdDhuGpu, DtypesHeadDimsAndTails) {
+  for (DType dt : {DType::kBFloat16, DType::kFloat16})
+    for (auto [K, V] : {std::pair{128, 128}, std::pair{64, 64}, std::pair{64, 128}})
+      for (int64_t T : {1, 63, 200}) {
+        SCOPED_TRACE("dtype=" + std::to_string(int(dt)) + " K=" + std::to_string(K) + " V=" + std::to_string(V) +
+                     " T=" + std::to_string(T));
+        DhuGpuCase c;
+        c.dt = dt;
+        c.K = K;
+        c.V = V;
+        c.T = T;
+        check_dhu(c);
+      }
+}
+
+TEST_F(GdnBwdDhuGpu, GatesNoneStrongZeroAndPerKey) {
+  DhuGpuCase c;
+  c.T = 300;
+  c.gate = DhuGpuCase::kNone;
+  check_dhu(c);
+  c.gate = DhuGpuCase::kScalar;
+  for (auto [lo, hi] : {std::pair{-5.0, -1.0}, std::pair{0.0, 0.0}}) {
+    SCOPED_TRACE("g in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    c.g_lo = lo;
+    c.g_hi = hi;
+    check_dhu(c);
+  }
+  c.gate = DhuGpuCase::kPerKey;
+  for (auto [lo, hi] : {std::pair{-0.1, 0.0}, std::pair{-3.0, 0.0}}) {
+    SCOPED_TRACE("gk in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    c.g_lo = lo;
+    c.g_hi = hi;
+    check_dhu(c);
+  }
+}
+
+TEST_F(GdnBwdDhuGpu, VarlenWithShortAndEmptySequencesAndGva) {
+  for (auto [H, HV] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{1, 4}}) {
+    DhuGpuCase c;
+    c.B = 1;
+    c.seqlens = {1, 0, 130, 64, 65, 7};
+    c.T = 267;
+    c.H = H;
+    c.HV = HV;
+    check_dhu(c);
+    c.gate = DhuGpuCase::kPerKey;
+    check_dhu(c);
+  }
+}
+
+// 3000 sequences: the chunk-offset scan runs over several 1024-sequence rounds.
+TEST_F(GdnBwdDhuGpu, ThousandsOfShortSequences) {
+  DhuGpuCase c;
+  c.B = 1;
+  c.K = c.V = 64;
+  c.H = 1;
+  c.HV = 2;
+  for (int i = 0; i < 3000; ++i) c.seqlens.push_back(i % 4);
+  c.seqlens[2345] = 150;
+  c.T = 0;
+  for (int64_t l : c.seqlens) c.T += l;
+  check_dhu(c);
+}
+
+TEST_F(GdnBwdDhuGpu, VFirstLayoutNoStatesAndUnalignedRows) {
+  DhuGpuCase c;
+  c.layout = StateLayout::kVK;
+  check_dhu(c);
+  c.layout = StateLayout::kKV;
+  c.dht = c.dh0 = false;
+  c.row_pad = 4;
+  check_dhu(c);
+}
+
+// Enough (sequence, value head) pairs that the dispatch picks 64-column value blocks.
+TEST_F(GdnBwdDhuGpu, WideValueBlocks) {
+  DhuGpuCase c;
+  c.B = 3;
+  c.T = 130;
+  c.H = 8;
+  c.HV = 32;
+  check_dhu(c);
+}
+
+TEST_F(GdnBwdDhuGpu, RefusesWhatItDoesNotTake) {
+  DhuGpuCase c;
+  c.T = 70;
+  c.dt = DType::kFloat32;
+  const DhuTensors t = make_inputs(c, 3);
+  std::vector<std::unique_ptr<DeviceTensor>> keep;
+  DhuTensors dev = t;
+  for (auto [h, d] : {std::pair{&t.q, &dev.q}, std::pair{&t.k, &dev.k}, std::pair{&t.w, &dev.w},
+                      std::pair{&t.dout, &dev.dout}, std::pair{&t.dv, &dev.dv}, std::pair{&t.g, &dev.g},
+                      std::pair{&t.dht, &dev.dht}}) {
+    keep.push_back(to_device(*h));
+    d->view = view_of(keep.back());
+  }
+  DhuOutputs out = make_outputs(c, c.dt);
+  auto dh = to_device(out.dh), dh0 = to_device(out.dh0), dv2 = to_device(out.dv2);
+  out.dh.view = dh->view;
+  out.dh0.view = dh0->view;
+  out.dv2.view = dv2->view;
+  const Status st = gdn_bwd_dhu(params(c, dev, out));
+  EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
+  EXPECT_NE(st.message().find("q:"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace attnkit::test
