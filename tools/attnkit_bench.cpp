@@ -415,11 +415,13 @@ void bench_gdn(int reps, std::vector<Row>& rows) {
 int main(int argc, char** argv) {
   int reps = 5;
   const char* json = nullptr;
+  bool gpu_only = false;  // skip the CPU rows (profiling the GPU kernels under ncu)
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::max(1, std::atoi(argv[++i]));
     else if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!std::strcmp(argv[i], "--gpu-only")) gpu_only = true;
     else {
-      std::fprintf(stderr, "usage: attnkit-bench [--reps N] [--json FILE]\n");
+      std::fprintf(stderr, "usage: attnkit-bench [--reps N] [--json FILE] [--gpu-only]\n");
       return 2;
     }
   }
@@ -439,8 +441,10 @@ int main(int argc, char** argv) {
     bench_flex_gpu(std::max(reps, 20), rows);
   }
 #endif
-  bench_attention(reps, rows);
-  bench_gdn(reps, rows);
+  if (!gpu_only) {
+    bench_attention(reps, rows);
+    bench_gdn(reps, rows);
+  }
   std::printf("%-26s %-30s %-8s %12s  %s\n", "op", "shape", "backend", "median ms", "throughput");
   for (const Row& r : rows) {
     const bool on_gpu = r.op.find("[gpu]") != std::string::npos;

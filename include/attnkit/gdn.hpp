@@ -74,8 +74,11 @@ struct GdnDecodeParams {
 //   dh[chunk] = dH                                   (gradient of the chunk's END state)
 //   dv2 = dv + (K * exp(G_last - G)) dH
 //   dH  = diag(exp(G_last)) dH + scale (Q * exp(G))^T do - w^T dv2
-// and dh0 = dH after the first chunk. G is the in-chunk CUMULATIVE log-decay, given per token (g)
-// or per token and key (gk), as FLA's chunk_local_cumsum produces it; no gate means G = 0.
+// and dh0 = dH after the first chunk. G is the in-chunk CUMULATIVE log-decay, as FLA's
+// chunk_local_cumsum produces it: per token (g), or none (G = 0). With the per-key gate gk (per
+// token and key, as in Kimi Delta Attention) FLA's convention holds: q and k come already gated
+// (q * exp(gk), k * exp(gk_last - gk), as FLA's KDA passes them), so the two lines read
+//   dv2 = dv + K dH ;  dH = diag(exp(gk_last)) dH + scale Q^T do - w^T dv2.
 struct GdnBwdDhuParams {
   TensorView q, k;   // [B, T, H, K]
   TensorView w;      // [B, T, HV, K]

@@ -29,6 +29,8 @@ void run(const GdnBwdDhuParams& p) {
     if (p.g.defined()) gam = gather<Acc>(lay.slice(p.g, n, hv));
     if (p.gk.defined()) gam = gather<Acc>(lay.slice(p.gk, n, hv));
     auto G_at = [&](int64_t t, int64_t d) { return gam[t * G + (G == 1 ? 0 : d)]; };
+    // The gate folded into Q and K here: g's; gk's is already in them (see attnkit/gdn.hpp).
+    auto Gqk = [&](int64_t t) { return G == 1 ? gam[t] : Acc(0); };
     std::vector<Acc> dH(static_cast<size_t>(K * V), Acc(0)), dv2(dv);  // [K, V], [T, V]
     if (p.dht.defined()) gather(state_slice(p.dht, n, hv, p.state_layout), dH.data());
     const int64_t nc = (T + kGdnChunk - 1) / kGdnChunk, b = varlen ? 0 : n;
@@ -38,14 +40,14 @@ void run(const GdnBwdDhuParams& p) {
       scatter(kv_matrix(p.dh, b * p.dh.stride(0) + chunk * p.dh.stride(1) + hv * p.dh.stride(2), p.state_layout), dH.data());
       for (int64_t j = t0; j <= tl; ++j)  // dv2 = dv + (K * exp(G_last - G)) dH
         for (int64_t d = 0; d < K; ++d) {
-          const Acc kd = k[j * K + d] * std::exp(G_at(tl, d) - G_at(j, d));
+          const Acc kd = k[j * K + d] * std::exp(Gqk(tl) - Gqk(j));
           for (int64_t e = 0; e < V; ++e) dv2[j * V + e] += kd * dH[d * V + e];
         }
       for (int64_t d = 0; d < K; ++d)  // dH = diag(exp(G_last)) dH + scale (Q * exp(G))^T do - w^T dv2
         for (int64_t e = 0; e < V; ++e) {
           Acc acc = std::exp(G_at(tl, d)) * dH[d * V + e];
           for (int64_t i = t0; i <= tl; ++i)
-            acc += scale * q[i * K + d] * std::exp(G_at(i, d)) * dO[i * V + e] - w[i * K + d] * dv2[i * V + e];
+            acc += scale * q[i * K + d] * std::exp(Gqk(i)) * dO[i * V + e] - w[i * K + d] * dv2[i * V + e];
           dH[d * V + e] = acc;
         }
     }

@@ -237,7 +237,7 @@ TEST_F(GdnBwdDhuGpu, VarlenWithShortAndEmptySequencesAndGva) {
   }
 }
 
-// 3000 sequences: the chunk-offset scan runs over several 1024-sequence rounds.
+// 3000 sequences: the chunk-offset scan runs over several 256-sequence rounds.
 TEST_F(GdnBwdDhuGpu, ThousandsOfShortSequences) {
   DhuGpuCase c;
   c.B = 1;

@@ -149,9 +149,31 @@ void check(const DhuCase& c, uint32_t seed) {
   dh.fill(std::nan(""));
   dh0.fill(std::nan(""));
   dv2.fill(std::nan(""));
+  // With the per-key gate the op takes q and k already gated (FLA's convention, attnkit/gdn.hpp):
+  // q * e^G and k * e^(G_last - G), G_last the gate of the token's chunk's last token.
+  HostTensor qg = d.q, kg = d.k;
+  if (c.gate && c.per_key) {
+    EXPECT_EQ(c.H, c.HV);
+    for (int64_t n = 0; n < c.N(); ++n) {
+      int64_t b, t0, len;
+      seq_of(c, n, b, t0, len);
+      for (int64_t t = 0; t < len; ++t) {
+        const int64_t last = std::min(len, (t / 64 + 1) * 64) - 1;
+        for (int64_t h = 0; h < c.H; ++h)
+          for (int64_t x = 0; x < c.K; ++x) {
+            const int64_t hv = h;  // pre-gated q / k need a gate per q/k head: H == HV (as FLA's KDA)
+            const double G = d.G.get(((b * c.T + t0 + t) * c.HV + hv) * c.K + x);
+            const double Gl = d.G.get(((b * c.T + t0 + last) * c.HV + hv) * c.K + x);
+            const int64_t i = ((b * c.T + t0 + t) * c.H + h) * c.K + x;
+            qg.set(i, d.q.get(i) * std::exp(G));
+            kg.set(i, d.k.get(i) * std::exp(Gl - G));
+          }
+      }
+    }
+  }
   GdnBwdDhuParams p;
-  p.q = d.q.view;
-  p.k = d.k.view;
+  p.q = qg.view;
+  p.k = kg.view;
   p.w = d.w.view;
   p.dout = d.dout.view;
   p.dv = dv.view;
@@ -199,6 +221,7 @@ TEST(GdnBwdDhu, ScalarGateGvaMatchesFiniteDifferences) { check(DhuCase{}, 1); }
 TEST(GdnBwdDhu, PerKeyGate) {
   DhuCase c;
   c.per_key = true;
+  c.H = c.HV;  // q and k come gated per value head
   check(c, 2);
 }
 

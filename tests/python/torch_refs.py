@@ -89,7 +89,8 @@ def gdn(q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None, initial_state=
 
 def bwd_dhu(q, k, w, do, dv, g=None, gk=None, dht=None, cu_seqlens=None, scale=None):
     """The reverse state-gradient pass of attnkit/gdn.hpp (chunk 64, natural-log in-chunk cumulative
-    gates, K-first states) -> (dh [B, NT, HV, K, V], dh0 [N, HV, K, V], dv2), in float64."""
+    gates, K-first states; with gk, q and k come already gated) -> (dh [B, NT, HV, K, V],
+    dh0 [N, HV, K, V], dv2), in float64."""
     B, T, H, K = q.shape
     HV, V = do.shape[2], do.shape[3]
     scale = K ** -0.5 if scale is None else scale
@@ -106,14 +107,12 @@ def bwd_dhu(q, k, w, do, dv, g=None, gk=None, dht=None, cu_seqlens=None, scale=N
             c0, c1 = chunks[ci], min(chunks[ci] + 64, end)
             per_chunk[ci] = dH
             Kc, Qc, Wc, dOc = k[b, c0:c1], q[b, c0:c1], w[b, c0:c1], do[b, c0:c1]  # [L, HV, K|V]
-            if gk is not None:
-                G = gk[b, c0:c1].double()                       # [L, HV, K]
-            elif g is not None:
-                G = g[b, c0:c1].double()[..., None].expand(-1, -1, K)
-            else:
-                G = torch.zeros(c1 - c0, HV, K, dtype=torch.float64)
-            Gl = G[-1]                                          # [HV, K]
-            dv2[b, c0:c1] += torch.einsum("lhk,hkv->lhv", Kc * torch.exp(Gl[None] - G), dH)
+            # G folded into q and k (g's), and the per-key decay of dH (g's or gk's last row); with
+            # gk, q and k come already gated (FLA's convention).
+            G = (g[b, c0:c1].double()[..., None].expand(-1, -1, K) if g is not None
+                 else torch.zeros(c1 - c0, HV, K, dtype=torch.float64))  # [L, HV, K]
+            Gl = gk[b, c1 - 1].double() if gk is not None else G[-1]     # [HV, K]
+            dv2[b, c0:c1] += torch.einsum("lhk,hkv->lhv", Kc * torch.exp(G[-1][None] - G), dH)
             dH = (torch.exp(Gl)[..., None] * dH + scale * torch.einsum("lhk,lhv->hkv", Qc * torch.exp(G), dOc)
                   - torch.einsum("lhk,lhv->hkv", Wc, dv2[b, c0:c1]))
         dh_rows[b] += per_chunk

@@ -12,7 +12,7 @@ struct BwdDhuArgs {
   RowTensor w;                     // [B, T, HV, DK]
   RowTensor dout, dv, dv2;         // [B, T, HV, V]
   // In-chunk cumulative log-decay (natural log), fp32: g [B, T, HV] (scalar gate) or
-  // gk [B, T, HV, DK] (per key, unit last stride); neither: no decay.
+  // gk [B, T, HV, DK] (per key, unit last stride; q and k come already gated); neither: no decay.
   const float* gate = nullptr;
   int64_t g_sb = 0, g_st = 0, g_sh = 0;
   bool per_key_gate = false;

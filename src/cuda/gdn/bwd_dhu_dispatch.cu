@@ -19,8 +19,8 @@ namespace gdn {
 template <class Element, int kDK, int kBV>
 cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream);
 
-// offsets[n] = sum over m < n of ceil(len_m / 64): one CTA scanning 1024 sequences at a time.
-constexpr int kOffsetThreads = 1024;
+// offsets[n] = sum over m < n of ceil(len_m / 64): one CTA scanning 256 sequences at a time.
+constexpr int kOffsetThreads = 256;
 __global__ void __launch_bounds__(kOffsetThreads) gdn_chunk_offsets_kernel(const int64_t* cu, int64_t n, int64_t* offsets) {
   using Scan = cub::BlockScan<int64_t, kOffsetThreads>;
   __shared__ typename Scan::TempStorage temp;

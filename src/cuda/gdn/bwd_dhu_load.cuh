@@ -1,8 +1,9 @@
 // src/cuda/gdn/bwd_dhu_load.cuh — warpgroup 0 of the bwd_dhu kernel: streams each chunk's rows of
 // Q, K (the head's), w (the value head's), do and dv (this CTA's value columns) into the chunk's
 // stage, from the last chunk to the first, and folds the gates into them in place:
-//   Q <- scale * Q * e^G,  K <- K * e^(G_last - G),  w <- -w;  decay[d] = e^G_last[d]
-// (G per token or per token and key, in-chunk cumulative). Once the state warpgroup is done with
+//   Q <- scale * Q * e^G,  K <- K * e^(G_last - G),  w <- -w;  decay[d] = e^G_last
+// with G the scalar gate's in-chunk cumulative sum; the per-key gate gk is already in Q and K
+// (attnkit/gdn.hpp) and only gives decay[d] = e^gk_last[d]. Once the state warpgroup is done with
 // a chunk it writes that chunk's dv2 rows (left in dv's buffer) and its dh tile out.
 //
 // Copies are issued two chunks ahead (cp.async, zero-filled past the sequence end). Each thread
@@ -70,49 +71,32 @@ struct DhuLoadWarpgroup {
       st_shared(w0 + dk.offset[p], raw);
     }
     const float scale = a.scale;
-    if (!a.gate) {
+    const float* g = a.gate ? a.gate + it.b * a.g_sb + (it.t0 + int64_t(j) * kC) * a.g_st + int64_t(it.hv) * a.g_sh : nullptr;
+    if (!a.gate || a.per_key_gate) {  // Q <- scale Q; K as given; dH decays by e^gk_last[d] (or not)
       CUTE_UNROLL
       for (int p = 0; p < PiecesDK::kPieces; ++p) scale_piece(q0 + dk.offset[p], [&](int) { return scale; });
-      if (dk.r == 0)
+      if (dk.r == 0) {
+        const float* last = g ? g + int64_t(valid - 1) * a.g_st + dk.c : nullptr;
         CUTE_UNROLL
-        for (int e = 0; e < 8; ++e) sm.decay[s][dk.c + e] = 1.f;
-      return;
-    }
-    // G of the chunk's row r (clamped to the last valid row), in log2 units.
-    const float* g = a.gate + it.b * a.g_sb + (it.t0 + int64_t(j) * kC) * a.g_st + int64_t(it.hv) * a.g_sh;
-    auto row = [&](int r) { return g + int64_t(min(r, valid - 1)) * a.g_st; };
-    if (!a.per_key_gate) {
-      const float last = row(valid - 1)[0] * kLog2e;
-      float G[PiecesDK::kPieces];
-      CUTE_UNROLL
-      for (int p = 0; p < PiecesDK::kPieces; ++p) G[p] = row(dk.r + p * PiecesDK::kStep)[0] * kLog2e;
-      CUTE_UNROLL
-      for (int p = 0; p < PiecesDK::kPieces; ++p) {
-        const float fq = scale * ex2(G[p]), fk = ex2(last - G[p]);
-        scale_piece(q0 + dk.offset[p], [&](int) { return fq; });
-        scale_piece(k0 + dk.offset[p], [&](int) { return fk; });
+        for (int e = 0; e < 8; ++e) sm.decay[s][dk.c + e] = last ? ex2(last[e] * kLog2e) : 1.f;
       }
-      if (dk.r == 0)
-        CUTE_UNROLL
-        for (int e = 0; e < 8; ++e) sm.decay[s][dk.c + e] = ex2(last);
       return;
     }
-    // Per key: this thread's 8 keys dk.c .. dk.c + 7 of every row it owns; all loads issued first.
-    float last[8], G[PiecesDK::kPieces][8];
+    // The scalar gate: G of the chunk's row r (clamped to the last valid row), in log2 units.
+    auto G = [&](int r) { return g[int64_t(min(r, valid - 1)) * a.g_st] * kLog2e; };
+    const float last = G(valid - 1);
+    float Gr[PiecesDK::kPieces];
     CUTE_UNROLL
-    for (int e = 0; e < 8; ++e) last[e] = row(valid - 1)[dk.c + e] * kLog2e;
-    CUTE_UNROLL
-    for (int p = 0; p < PiecesDK::kPieces; ++p)
-      CUTE_UNROLL
-      for (int e = 0; e < 8; ++e) G[p][e] = row(dk.r + p * PiecesDK::kStep)[dk.c + e] * kLog2e;
+    for (int p = 0; p < PiecesDK::kPieces; ++p) Gr[p] = G(dk.r + p * PiecesDK::kStep);
     CUTE_UNROLL
     for (int p = 0; p < PiecesDK::kPieces; ++p) {
-      scale_piece(q0 + dk.offset[p], [&](int e) { return scale * ex2(G[p][e]); });
-      scale_piece(k0 + dk.offset[p], [&](int e) { return ex2(last[e] - G[p][e]); });
+      const float fq = scale * ex2(Gr[p]), fk = ex2(last - Gr[p]);
+      scale_piece(q0 + dk.offset[p], [&](int) { return fq; });
+      scale_piece(k0 + dk.offset[p], [&](int) { return fk; });
     }
     if (dk.r == 0)
       CUTE_UNROLL
-      for (int e = 0; e < 8; ++e) sm.decay[s][dk.c + e] = ex2(last[e]);
+      for (int e = 0; e < 8; ++e) sm.decay[s][dk.c + e] = ex2(last);
   }
 
   // Once the state warpgroup is done with step i: the chunk's dv2 rows and its dh tile out.

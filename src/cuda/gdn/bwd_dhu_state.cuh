@@ -81,11 +81,15 @@ struct DhuStateWarpgroup {
         Tensor tB = thr_dh.partition_fragment_B(sDot);
         attn::gemm_ss(mma_dh, tA, tB, tdH);
       }
+      // dv2 = dv + Kd dH in place of dv (columns e, e + 1 adjacent): every load issued before the
+      // first store, which the asm's memory clobber would otherwise keep in order, one round trip each.
       Tensor tDvs = thr_dv.partition_C(sDv);
+      uint32_t dv_pairs[size(tDv) / 2];
       CUTE_UNROLL
-      for (int e = 0; e < size(tDv); e += 2) {  // dv2 = dv + Kd dH, in place of dv: columns e, e + 1 adjacent
-        const uint32_t raw = ld_shared_b32(&tDvs(e));
-        const auto dv = reinterpret_cast<const cutlass::Array<Element, 2>&>(raw);
+      for (int e = 0; e < size(tDv); e += 2) dv_pairs[e / 2] = ld_shared_b32(&tDvs(e));
+      CUTE_UNROLL
+      for (int e = 0; e < size(tDv); e += 2) {
+        const auto dv = reinterpret_cast<const cutlass::Array<Element, 2>&>(dv_pairs[e / 2]);
         st_shared(&tDvs(e), pack2<Element>(float(dv[0]) + tDv(e), float(dv[1]) + tDv(e + 1)));
       }
       cutlass::arch::fence_view_async_shared();

@@ -8,7 +8,8 @@
 //   dh[j] = dH (a 16-bit copy in shared memory, which the GEMMs read and the loader writes out)
 //   dv2 = dv + Kd dH                      [C, BV]    SS (dH read MN-major)
 //   dH  = e^G_last dH + Qs^T do + (-w)^T dv2   [DK, BV]   SS, both operands MN-major
-// G_last is per key (gk) or one number (g); its decays e^G_last[d] come with the stage.
+// G is the scalar gate (none: 0); with the per-key gate gk, Q and K come already gated and only
+// dH's decay e^gk_last[d] is per key. The decays e^G_last[d] come with the stage.
 #pragma once
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 
