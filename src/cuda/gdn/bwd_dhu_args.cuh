@@ -27,9 +27,19 @@ struct BwdDhuArgs {
   int64_t tokens = 0;                     // T of a dense batch
   int num_seqs = 0, H = 0, HV = 0, v_blocks = 0;
   float scale = 1.f;
-  bool vec16 = false;                     // q, k, w, dout, dv rows 16-byte aligned: cp.async 16 B
+  bool vec16 = false;                     // q, k, w, dout, dv rows 16-byte aligned: TMA, else cp.async
   bool dv2_vec16 = false;                 // dv2 rows 16-byte aligned
   bool dh_vec16 = false;                  // dh rows (K-first, unit v stride) 16-byte aligned
+};
+
+// The kernel's parameters: the arguments and, for one (element, DK, BV), the rows' TMA descriptors
+// (built when vec16; unused otherwise). T: BwdDhuTraits.
+template <class T>
+struct BwdDhuParams {
+  BwdDhuArgs a;
+  typename T::GmemShape shape_qk, shape_w, shape_v;  // (t, d, head, batch) of q / k, w, do / dv
+  typename T::TmaRowsDK tma_q, tma_k, tma_w;
+  typename T::TmaRowsBV tma_do, tma_dv;
 };
 
 }  // namespace attnkit::cuda::gdn

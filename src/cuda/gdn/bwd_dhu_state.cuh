@@ -2,10 +2,11 @@
 // gradient of the current chunk's end state) in fp32 registers from dht (or 0) back through the
 // sequence's chunks, and writes dh0 at the start.
 //
-// Per chunk j, from the last (stage published by the loader with the gates folded in):
-//   dv2 = dv + Kd dH           (SS; dH's 16-bit copy = dh[j], read MN-major)
-//   dH *= e^G_last ; dH += Qs^T do         (SS, runs while dv2 is formed)
-//   dv2 into dv's buffer (16-bit) ; dH += (-w)^T dv2    (SS)
+// Per chunk j, from the last (stage published by the loader: rows, row factors fq / fk, decays,
+// do already scaled by fq):
+//   dv2 = dv + diag(fk) K dH   (SS; dH's 16-bit copy = dh[j], read MN-major; 0 past the end)
+//   dH *= e^G_last ; dH += Q^T (fq do)     (SS, runs while dv2 is formed)
+//   -dv2 into dv's buffer (16-bit) ; dH += w^T (-dv2)    (SS)
 //   dH's 16-bit copy for chunk j - 1, in the other dh buffer (once the loader has written that
 //   buffer's previous tile out).
 #pragma once
@@ -54,20 +55,21 @@ struct DhuStateWarpgroup {
     auto dh_tile = [&](int buf) { return make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDh{}); };
     if (n > 0) publish(tdH, thr_dh.partition_C(dh_tile(0)));
 
-    Tensor tDv = partition_fragment_C(mma_dv, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: Kd dH, then dv2
+    Tensor tDv = partition_fragment_C(mma_dv, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: K dH
+    Tensor cDv = thr_dv.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
     for (int i = 0; i < n; ++i) {
       const int s = i % T::kStages, buf = i % 2;
       auto& st = sm.stage[s];
-      Tensor sKd = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});     // [C, DK]
-      Tensor sQst = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDKt{});   // [DK, C]
-      Tensor sWnt = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDKt{});   // [DK, C]: -w^T
-      Tensor sDot = make_tensor(make_smem_ptr(st.dout.data()), typename T::LayoutRowsBVt{});  // [BV, C]
-      Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then dv2
+      Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});      // [C, DK]
+      Tensor sQt = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDKt{});    // [DK, C]
+      Tensor sWt = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDKt{});    // [DK, C]
+      Tensor sDot = make_tensor(make_smem_ptr(st.dout.data()), typename T::LayoutRowsBVt{});  // [BV, C]: fq do
+      Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then -dv2
       Tensor sDv2t = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBVt{});  // [BV, C]
       Tensor sDht = make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDht{});  // [BV, DK]
       ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
       {
-        Tensor tA = thr_dv.partition_fragment_A(sKd);
+        Tensor tA = thr_dv.partition_fragment_A(sK);
         Tensor tB = thr_dv.partition_fragment_B(sDht);
         attn::gemm_zero<false>(mma_dv, tA, tB, tDv);
       }
@@ -77,25 +79,34 @@ struct DhuStateWarpgroup {
       CUTE_UNROLL
       for (int e = 0; e < size(tdH); ++e) tdH(e) *= sm.decay[s][get<0>(cdH(e))];
       {  // runs while dv2 is formed below
-        Tensor tA = thr_dh.partition_fragment_A(sQst);
+        Tensor tA = thr_dh.partition_fragment_A(sQt);
         Tensor tB = thr_dh.partition_fragment_B(sDot);
         attn::gemm_ss(mma_dh, tA, tB, tdH);
       }
-      // dv2 = dv + Kd dH in place of dv (columns e, e + 1 adjacent): every load issued before the
-      // first store, which the asm's memory clobber would otherwise keep in order, one round trip each.
+      // -dv2 = -(dv + fk K dH) in place of dv (columns e, e + 1 adjacent; 0 on rows past the end,
+      // whose dv and w may be other tokens'): every load issued before the first store, which the
+      // asm's memory clobber would otherwise keep in order, one round trip each.
       Tensor tDvs = thr_dv.partition_C(sDv);
       uint32_t dv_pairs[size(tDv) / 2];
+      float fk[size(tDv) / 2];
       CUTE_UNROLL
-      for (int e = 0; e < size(tDv); e += 2) dv_pairs[e / 2] = ld_shared_b32(&tDvs(e));
+      for (int e = 0; e < size(tDv); e += 2) {
+        dv_pairs[e / 2] = ld_shared_b32(&tDvs(e));
+        fk[e / 2] = __half2float(sm.fk[s][get<0>(cDv(e))]);
+      }
+      const int valid = it.valid_rows(it.nchunks - 1 - i);
       CUTE_UNROLL
       for (int e = 0; e < size(tDv); e += 2) {
         const auto dv = reinterpret_cast<const cutlass::Array<Element, 2>&>(dv_pairs[e / 2]);
-        st_shared(&tDvs(e), pack2<Element>(float(dv[0]) + tDv(e), float(dv[1]) + tDv(e + 1)));
+        const bool live = get<0>(cDv(e)) < valid;
+        const float x0 = live ? -(float(dv[0]) + fk[e / 2] * tDv(e)) : 0.f;
+        const float x1 = live ? -(float(dv[1]) + fk[e / 2] * tDv(e + 1)) : 0.f;
+        st_shared(&tDvs(e), pack2<Element>(x0, x1));
       }
       cutlass::arch::fence_view_async_shared();
       sync();  // dv2 complete
       {
-        Tensor tA = thr_dh.partition_fragment_A(sWnt);
+        Tensor tA = thr_dh.partition_fragment_A(sWt);
         Tensor tB = thr_dh.partition_fragment_B(sDv2t);
         attn::gemm_ss(mma_dh, tA, tB, tdH);
       }

@@ -2,15 +2,19 @@
 // ("bwd_dhu") for one (element type, key head dim DK, value block BV).
 //
 // One CTA per (sequence, value head, BV value columns); its chunks from the last to the first.
-// Warpgroup 0 (bwd_dhu_load.cuh) stages chunk j's rows and folds the gates into them:
-//   Qs = scale * Q * e^G,   Kd = K * e^(G_last - G),   -w          [C, DK] each
-// warpgroup 1 (bwd_dhu_state.cuh) carries dH [DK, BV] in fp32 registers:
+// Warpgroup 0 (bwd_dhu_load.cuh) stages chunk j's rows of Q, K, w, do, dv (TMA) and the gates'
+// row factors fq_r = scale e^G_r and fk_r = e^(G_last - G_r) (0 past the sequence end), and
+// scales do by fq in place; warpgroup 1 (bwd_dhu_state.cuh) carries dH [DK, BV] in fp32 registers:
 //   dh[j] = dH (a 16-bit copy in shared memory, which the GEMMs read and the loader writes out)
-//   dv2 = dv + Kd dH                      [C, BV]    SS (dH read MN-major)
-//   dH  = e^G_last dH + Qs^T do + (-w)^T dv2   [DK, BV]   SS, both operands MN-major
+//   dv2 = dv + diag(fk) K dH                  [C, BV]    SS (dH read MN-major), fk on the fragment
+//   dH  = e^G_last dH + Q^T (fq do) + w^T (-dv2)   [DK, BV]   SS, both operands MN-major
 // G is the scalar gate (none: 0); with the per-key gate gk, Q and K come already gated and only
-// dH's decay e^gk_last[d] is per key. The decays e^G_last[d] come with the stage.
+// dH's decay e^gk_last[d] is per key. -dv2 is what shared memory holds (the loader flips the sign
+// bits on its way out), so that w is used as loaded.
 #pragma once
+#include <cuda_fp16.h>
+#include <cutlass/arch/barrier.h>
+
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -39,14 +43,29 @@ struct BwdDhuTraits {
   using MmaDh = decltype(make_tiled_mma(  // dH += Qs^T do, dH += (-w)^T dv2
       GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN>()));
 
+  // TMA views of [B, T, heads, D] rows: (t, d, head, batch), d contiguous; boxes of one chunk.
+  using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
+  using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
+  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemShape{}, GmemStride{}));
+  using TmaRowsDK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, LayoutRowsDK{}, Shape<C_, DK_>{}, _1{}));
+  using TmaRowsBV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, LayoutRowsBV{}, Shape<C_, BV_>{}, _1{}));
+  static constexpr uint32_t kTmaBytes = (3 * kC * kDK + 2 * kC * kBV) * sizeof(Element);
+
   struct Stage {
     cute::array_aligned<Element, kC * kDK, 1024> q, k, w;
-    cute::array_aligned<Element, kC * kBV, 1024> dout, dv;  // dv: then dv2, until the loader writes it out
+    cute::array_aligned<Element, kC * kBV, 1024> dout, dv;  // dv: then -dv2, until the loader writes dv2 out
   };
   struct SharedStorage {
     Stage stage[kStages];
     cute::array_aligned<Element, kDK * kBV, 1024> dh[2];  // dh[j] (read by chunk j's GEMM) and dh[j - 1]
-    float decay[kStages][kDK];                            // e^G_last per key
+    cutlass::arch::ClusterTransactionBarrier rows_landed[kStages];  // the stage's TMA bytes
+    // The gates land in `decay`, G_r of row r (scalar gate) or G_last of key d (gk), and in
+    // `gate_last` (scalar gate); the loader turns each slot into e^G_last in place (the thread that
+    // copied a slot converts it). Row factors in fp16 (in (0, 1] times scale: 2^-11 relative, below
+    // the 16-bit rows they scale) keep DK = 128, BV = 64 within 227 KB.
+    __half fq[kStages][kC], fk[kStages][kC];  // row factors (0 past the sequence end)
+    float decay[kStages][kDK];                // e^G_last per key
+    float gate_last[kStages];
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");

@@ -66,9 +66,9 @@ struct ChunkPieces {
 
 // The swizzled tile src [64, kCols] -> rows t0 .. t0 + valid - 1 of one head of x (columns from
 // base), the mirror of ChunkPieces::copy: 16-byte pieces read from shared memory, written with one
-// 16-byte store each (vec16: x's rows are 16-byte aligned) or element by element. Called by all
-// 128 threads of a warpgroup.
-template <int kCols, class Element, class Src>
+// 16-byte store each (vec16: x's rows are 16-byte aligned) or element by element; kNegate flips
+// every element's sign on the way. Called by all 128 threads of a warpgroup.
+template <int kCols, bool kNegate = false, class Element, class Src>
 CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor& x, const WorkItem& it, int64_t t0,
                                   int head, int valid, bool vec16) {
   // The thread's (row, piece) addresses are those of an earlier ChunkPieces::copy into this tile:
@@ -82,7 +82,8 @@ CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor
 #pragma unroll
   for (int i = 0; i < 64 / kStep; ++i, dst += step) {
     if (r + i * kStep >= valid) break;
-    const uint4 piece = ld_shared_v4(&src(r + i * kStep, c));
+    uint4 piece = ld_shared_v4(&src(r + i * kStep, c));
+    if constexpr (kNegate) piece.x ^= 0x80008000u, piece.y ^= 0x80008000u, piece.z ^= 0x80008000u, piece.w ^= 0x80008000u;
     if (vec16) {
       *reinterpret_cast<uint4*>(dst) = piece;
     } else {
