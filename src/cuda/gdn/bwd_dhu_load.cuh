@@ -98,7 +98,7 @@ struct DhuLoadWarpgroup {
       const float G = scalar ? mine : 0.f;
       const bool live = tid < valid;
       sm.fq[s][tid] = __float2half_rn(live ? a.scale * ex2(G) : 0.f);
-      sm.fk[s][tid] = __float2half_rn(live ? ex2(last - G) : 0.f);
+      sm.fk[s][tid] = __float2half_rn(live ? (scalar ? ex2(last - G) : 1.f) : 0.f);  // gk: K comes gated
     }
     if (tid < kDK) sm.decay[s][tid] = a.gate ? ex2(last) : 1.f;
     sync();  // every row's fq
