@@ -65,6 +65,7 @@ void check_dhu_traits() {
   expect_same_bytes<typename T::LayoutDh, typename T::LayoutDht, kDK, kBV>();
   expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsDK, T::kC, kDK>();
   expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsBV, T::kC, kBV>();
+  expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutDh, kDK, kBV>();  // the two dh buffers
 }
 
 TEST(GdnChunkLayouts, BwdDhuViewsAgree) {

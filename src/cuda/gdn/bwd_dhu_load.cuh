@@ -3,8 +3,8 @@
 // chunk to the first, with the gates' row factors (bwd_dhu_traits.cuh):
 //   fq_r = scale e^G_r, fk_r = e^(G_last - G_r) for rows r < valid, 0 past the sequence end;
 //   decay[d] = e^G_last[d];   do <- diag(fq) do in place
-// and, once the state warpgroup is done with a chunk, writes its dv2 rows (left negated in dv's
-// buffer) and its dh tile out.
+// and, once the state warpgroup is done with a chunk, writes its dv2 rows (left in dv's buffer)
+// and its dh tile out.
 //
 // Rows come by TMA (one thread, five boxes on the stage's transaction barrier) when every row
 // start is 16-byte aligned, else by cp.async (zero-filled past the sequence end). Either way rows
@@ -30,7 +30,8 @@ struct DhuLoadWarpgroup {
   int tid;  // 0..127
 
   using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK>;  // Q, K, w (cp.async path)
-  using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV>;  // do, dv
+  using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV>;  // do, dv, dv2
+  using PiecesDh = ChunkPieces<kBV, typename T::LayoutDh, kDK>;  // dh (offsets only)
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kLoad, 128); }
   static CUTE_DEVICE auto& smem() { return chunk_smem<typename T::SharedStorage>(); }
@@ -114,33 +115,42 @@ struct DhuLoadWarpgroup {
     }
   }
 
-  // Once the state warpgroup is done with step i: the chunk's dv2 rows and its dh tile out.
-  CUTE_DEVICE void store_outputs(int i) {
-    const int s = i % T::kStages, j = chunk_of(i);
+  // 8 elements to dst: one 16-byte store, or element by element `stride` apart.
+  static CUTE_DEVICE void store8(Element* dst, uint4 v, bool vec16, int64_t stride) {
+    if (vec16) {
+      st_global_v4(dst, v);
+    } else {
+      const auto& x = reinterpret_cast<const cutlass::Array<Element, 8>&>(v);
+      CUTE_UNROLL
+      for (int e = 0; e < 8; ++e) dst[e * stride] = x[e];
+    }
+  }
+
+  // Once the state warpgroup is done with step i: the chunk's dv2 rows and its dh tile out, each
+  // thread its pieces (all shared loads issued before the first store).
+  CUTE_DEVICE void store_outputs(const PiecesBV& bv, const PiecesDh& dhp, int i) {
+    const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
     ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
     auto& sm = smem();
-    Tensor sDv2 = make_tensor(make_smem_ptr(sm.stage[s].dv.data()), typename T::LayoutRowsBV{});  // [C, BV], negated
-    store_chunk_rows<kBV, true>(sDv2, static_cast<Element*>(a.dv2.ptr) + int64_t(it.vb) * kBV, a.dv2, it, int64_t(j) * kC,
-                                it.hv, it.valid_rows(j), a.dv2_vec16);
-    // dh[chunk] [DK, BV] from the buffer the step's GEMM read; 16-byte pieces along the value axis.
-    Tensor sDh = make_tensor(make_smem_ptr(sm.dh[i % 2].data()), typename T::LayoutDh{});
+    const uint32_t dv2_tile = cute::cast_smem_ptr_to_uint(sm.stage[s].dv.data());
+    uint4 rows[PiecesBV::kPieces];
+    CUTE_UNROLL
+    for (int p = 0; p < PiecesBV::kPieces; ++p) rows[p] = ld_shared_v4(dv2_tile + bv.offset[p]);
+    const uint32_t dh_tile = cute::cast_smem_ptr_to_uint(sm.dh[i % 2].data());
+    uint4 tile[PiecesDh::kPieces];
+    CUTE_UNROLL
+    for (int p = 0; p < PiecesDh::kPieces; ++p) tile[p] = ld_shared_v4(dh_tile + dhp.offset[p]);
+
+    Element* dv2 = static_cast<Element*>(a.dv2.ptr) + int64_t(it.vb) * kBV + bv.c + it.row(a.dv2, int64_t(j) * kC + bv.r, it.hv);
+    CUTE_UNROLL
+    for (int p = 0; p < PiecesBV::kPieces; ++p)
+      if (bv.r + p * PiecesBV::kStep < valid) store8(dv2 + int64_t(p) * PiecesBV::kStep * a.dv2.st, rows[p], a.dv2_vec16, 1);
+    // dh[chunk] [DK, BV]: 16-byte pieces along the value axis.
     const int64_t chunk = (a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + j;
     Element* dh = static_cast<Element*>(a.dh) + it.b * a.dh_sb + chunk * a.dh_sc + int64_t(it.hv) * a.dh_sh +
-                  int64_t(it.vb) * kBV * a.dh_sv;
-    constexpr int kUnits = kBV / 8, kStep = 128 / kUnits;
-    const int c = (tid % kUnits) * 8;
+                  (int64_t(it.vb) * kBV + dhp.c) * a.dh_sv + int64_t(dhp.r) * a.dh_sk;
     CUTE_UNROLL
-    for (int r = tid / kUnits; r < kDK; r += kStep) {
-      const uint4 piece = ld_shared_v4(&sDh(r, c));
-      Element* dst = dh + int64_t(r) * a.dh_sk + int64_t(c) * a.dh_sv;
-      if (a.dh_vec16) {
-        *reinterpret_cast<uint4*>(dst) = piece;
-      } else {
-        const auto& x = reinterpret_cast<const cutlass::Array<Element, 8>&>(piece);
-        CUTE_UNROLL
-        for (int e = 0; e < 8; ++e) dst[e * a.dh_sv] = x[e];
-      }
-    }
+    for (int p = 0; p < PiecesDh::kPieces; ++p) store8(dh + int64_t(p) * PiecesDh::kStep * a.dh_sk, tile[p], a.dh_vec16, a.dh_sv);
     // The state warpgroup refills this buffer two steps later (bwd_dhu_state.cuh): it waits for
     // this signal from every step but the last two, whose buffers are never refilled.
     if (i + 2 < it.nchunks) ChunkBarriers::arrive(ChunkBarriers::kDhFree, 256);
@@ -151,6 +161,7 @@ struct DhuLoadWarpgroup {
     auto& sm = smem();
     const PiecesDK dk(tid, sm.stage[0].q.data());
     const PiecesBV bv(tid, sm.stage[0].dout.data());
+    const PiecesDh dhp(tid, sm.dh[0].data());
     load_chunk(dk, bv, 0);  // n >= 1 here
     cp_async_commit();
     if (n > 1) load_chunk(dk, bv, 1);
@@ -164,14 +175,14 @@ struct DhuLoadWarpgroup {
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
       ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
       // Step i + 2 goes where step i - 1 was, once that step's outputs are out.
-      if (i >= 1) store_outputs(i - 1);
+      if (i >= 1) store_outputs(bv, dhp, i - 1);
       if (i + 2 < n) {
         if (i >= 1) sync();  // every read of step i - 1's buffers is done
         load_chunk(dk, bv, i + 2);
       }
       cp_async_commit();
     }
-    store_outputs(n - 1);
+    store_outputs(bv, dhp, n - 1);
   }
 };
 

@@ -6,7 +6,7 @@
 // do already scaled by fq):
 //   dv2 = dv + diag(fk) K dH   (SS; dH's 16-bit copy = dh[j], read MN-major; 0 past the end)
 //   dH *= e^G_last ; dH += Q^T (fq do)     (SS, runs while dv2 is formed)
-//   -dv2 into dv's buffer (16-bit) ; dH += w^T (-dv2)    (SS)
+//   dv2 into dv's buffer (16-bit) ; dH += (-w)^T dv2    (SS, the WGMMA negates w)
 //   dH's 16-bit copy for chunk j - 1, in the other dh buffer (once the loader has written that
 //   buffer's previous tile out).
 #pragma once
@@ -39,8 +39,10 @@ struct DhuStateWarpgroup {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     typename T::MmaDv mma_dv;
     typename T::MmaDh mma_dh;
+    typename T::MmaDhNeg mma_dh_neg;
     auto thr_dv = mma_dv.get_thread_slice(tid);
     auto thr_dh = mma_dh.get_thread_slice(tid);
+    auto thr_dh_neg = mma_dh_neg.get_thread_slice(tid);
 
     // dH, fp32 [DK, BV] over the warpgroup, from dht (or 0).
     Tensor tdH = partition_fragment_C(mma_dh, Shape<Int<kDK>, Int<kBV>>{});
@@ -64,7 +66,7 @@ struct DhuStateWarpgroup {
       Tensor sQt = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDKt{});    // [DK, C]
       Tensor sWt = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDKt{});    // [DK, C]
       Tensor sDot = make_tensor(make_smem_ptr(st.dout.data()), typename T::LayoutRowsBVt{});  // [BV, C]: fq do
-      Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then -dv2
+      Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then dv2
       Tensor sDv2t = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBVt{});  // [BV, C]
       Tensor sDht = make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDht{});  // [BV, DK]
       ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
@@ -83,7 +85,7 @@ struct DhuStateWarpgroup {
         Tensor tB = thr_dh.partition_fragment_B(sDot);
         attn::gemm_ss(mma_dh, tA, tB, tdH);
       }
-      // -dv2 = -(dv + fk K dH) in place of dv (columns e, e + 1 adjacent; 0 on rows past the end,
+      // dv2 = dv + fk K dH in place of dv (columns e, e + 1 adjacent; 0 on rows past the end,
       // whose dv and w may be other tokens'): every load issued before the first store, which the
       // asm's memory clobber would otherwise keep in order, one round trip each.
       Tensor tDvs = thr_dv.partition_C(sDv);
@@ -99,16 +101,16 @@ struct DhuStateWarpgroup {
       for (int e = 0; e < size(tDv); e += 2) {
         const auto dv = reinterpret_cast<const cutlass::Array<Element, 2>&>(dv_pairs[e / 2]);
         const bool live = get<0>(cDv(e)) < valid;
-        const float x0 = live ? -(float(dv[0]) + fk[e / 2] * tDv(e)) : 0.f;
-        const float x1 = live ? -(float(dv[1]) + fk[e / 2] * tDv(e + 1)) : 0.f;
+        const float x0 = live ? float(dv[0]) + fk[e / 2] * tDv(e) : 0.f;
+        const float x1 = live ? float(dv[1]) + fk[e / 2] * tDv(e + 1) : 0.f;
         st_shared(&tDvs(e), pack2<Element>(x0, x1));
       }
       cutlass::arch::fence_view_async_shared();
       sync();  // dv2 complete
       {
-        Tensor tA = thr_dh.partition_fragment_A(sWt);
-        Tensor tB = thr_dh.partition_fragment_B(sDv2t);
-        attn::gemm_ss(mma_dh, tA, tB, tdH);
+        Tensor tA = thr_dh_neg.partition_fragment_A(sWt);
+        Tensor tB = thr_dh_neg.partition_fragment_B(sDv2t);
+        attn::gemm_ss(mma_dh_neg, tA, tB, tdH);
       }
       warpgroup_wait<0>();
       // The other dh buffer held step i - 1's tile: wait until the loader has written it out. The

@@ -7,10 +7,10 @@
 // scales do by fq in place; warpgroup 1 (bwd_dhu_state.cuh) carries dH [DK, BV] in fp32 registers:
 //   dh[j] = dH (a 16-bit copy in shared memory, which the GEMMs read and the loader writes out)
 //   dv2 = dv + diag(fk) K dH                  [C, BV]    SS (dH read MN-major), fk on the fragment
-//   dH  = e^G_last dH + Q^T (fq do) + w^T (-dv2)   [DK, BV]   SS, both operands MN-major
+//   dH  = e^G_last dH + Q^T (fq do) - w^T dv2  [DK, BV]   SS, both operands MN-major; the WGMMA
+//                                                         negates w (its scale-A of -1)
 // G is the scalar gate (none: 0); with the per-key gate gk, Q and K come already gated and only
-// dH's decay e^gk_last[d] is per key. -dv2 is what shared memory holds (the loader flips the sign
-// bits on its way out), so that w is used as loaded.
+// dH's decay e^gk_last[d] is per key.
 #pragma once
 #include <cuda_fp16.h>
 #include <cutlass/arch/barrier.h>
@@ -40,8 +40,11 @@ struct BwdDhuTraits {
   using BV_ = Int<kBV>;
   using MmaDv = decltype(make_tiled_mma(  // dv2 = Kd dH
       GMMA::ss_op_selector<Element, Element, float, Shape<C_, BV_, DK_>, GMMA::Major::K, GMMA::Major::MN>()));
-  using MmaDh = decltype(make_tiled_mma(  // dH += Qs^T do, dH += (-w)^T dv2
+  using MmaDh = decltype(make_tiled_mma(  // dH += Q^T (fq do)
       GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN>()));
+  using MmaDhNeg = decltype(make_tiled_mma(  // dH += (-w)^T dv2: the WGMMA negates A itself
+      GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN,
+                           GMMA::ScaleIn::Neg, GMMA::ScaleIn::One>()));
 
   // TMA views of [B, T, heads, D] rows: (t, d, head, batch), d contiguous; boxes of one chunk.
   using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
@@ -53,7 +56,7 @@ struct BwdDhuTraits {
 
   struct Stage {
     cute::array_aligned<Element, kC * kDK, 1024> q, k, w;
-    cute::array_aligned<Element, kC * kBV, 1024> dout, dv;  // dv: then -dv2, until the loader writes dv2 out
+    cute::array_aligned<Element, kC * kBV, 1024> dout, dv;  // dv: then dv2, until the loader writes it out
   };
   struct SharedStorage {
     Stage stage[kStages];

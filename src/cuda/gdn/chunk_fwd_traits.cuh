@@ -140,6 +140,10 @@ CUTE_DEVICE uint4 ld_shared_v4(uint32_t p) {
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(p) : "memory");
   return v;
 }
+// 16 bytes to global memory in one store (a uint4 assignment may be split into four).
+CUTE_DEVICE void st_global_v4(void* p, uint4 v) {
+  asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+}
 CUTE_DEVICE uint32_t ld_shared_b32(const void* p) {
   uint32_t v;
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(cute::cast_smem_ptr_to_uint(p)) : "memory");
