@@ -7,7 +7,8 @@
 // and its dh tile out.
 //
 // Rows come by TMA (one thread, five boxes on the stage's transaction barrier) when every row
-// start is 16-byte aligned, else by cp.async (zero-filled past the sequence end). Either way rows
+// start is 16-byte aligned, else by cp.async (zero-filled past the sequence end); each stage is
+// refilled as soon as its previous step's outputs are read out of it (three steps ahead). Either way rows
 // past the end may hold other tokens (TMA reads on into the next sequence of a packed batch):
 // do's are zeroed by fq = 0 and the state zeroes dv2's, so they never reach dH. The gates come by
 // cp.async, two chunks ahead like the rows.
@@ -38,19 +39,25 @@ struct DhuLoadWarpgroup {
   // Step i of the sequence's walk works on chunk nchunks - 1 - i.
   CUTE_DEVICE int chunk_of(int i) const { return it.nchunks - 1 - i; }
 
-  // One [C, D] box of chunk j of `head` in x (columns from box column `col`) into `dst` by TMA.
+  // The TMA boxes of one of this CTA's row tensors: (global tile of chunk j, the stage-0 shared
+  // tile), worked out once; stage s's tile is stage 0's moved by s stages (1024-byte multiples,
+  // so the swizzle is the same).
   template <class SmemLayout, class Tma>
-  CUTE_DEVICE void tma_box(const Tma& tma, const typename T::GmemShape& shape, int head, int j, int col, Element* dst,
-                           uint64_t& bar) const {
-    Tensor m = tma.get_tma_tensor(shape)(_, _, head, int(it.b));  // (t, d)
+  CUTE_DEVICE auto boxes_of(const Tma& tma, const typename T::GmemShape& shape, int head, int col, Element* stage0) const {
     constexpr int kCols = cute::size<1>(SmemLayout{});
-    Tensor g = local_tile(domain_offset(make_coord(int(it.t0), _0{}), m), Shape<Int<kC>, Int<kCols>>{}, make_coord(j, col));
-    Tensor s = make_tensor(make_smem_ptr(dst), SmemLayout{});
-    auto [tg, ts] = tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(s), group_modes<0, 2>(g));
-    copy(tma.with(bar), tg, ts);
+    Tensor m = tma.get_tma_tensor(shape)(_, _, head, int(it.b));  // (t, d)
+    Tensor g = local_tile(domain_offset(make_coord(int(it.t0), _0{}), m), Shape<Int<kC>, Int<kCols>>{}, make_coord(_, col));
+    Tensor sm0 = make_tensor(make_smem_ptr(stage0), SmemLayout{});
+    return tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sm0), group_modes<0, 2>(g));
+  }
+  template <class Tma, class Boxes>
+  static CUTE_DEVICE void issue_box(const Tma& tma, const Boxes& b, int j, int s, uint64_t& bar) {
+    constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
+    copy(tma.with(bar), get<0>(b)(_, j), make_tensor(get<1>(b).data() + s * kStageElems, get<1>(b).layout()));
   }
 
-  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, int i) {
+  template <class Boxes>
+  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int i) {
     auto& sm = smem();
     const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
     auto& st = sm.stage[s];
@@ -59,11 +66,11 @@ struct DhuLoadWarpgroup {
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads and writes first
         sm.rows_landed[s].arrive_and_expect_tx(T::kTmaBytes);
-        tma_box<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it.h, j, 0, st.q.data(), bar);
-        tma_box<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it.h, j, 0, st.k.data(), bar);
-        tma_box<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it.hv, j, 0, st.w.data(), bar);
-        tma_box<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it.hv, j, it.vb, st.dout.data(), bar);
-        tma_box<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it.hv, j, it.vb, st.dv.data(), bar);
+        issue_box(p.tma_q, get<0>(boxes), j, s, bar);
+        issue_box(p.tma_k, get<1>(boxes), j, s, bar);
+        issue_box(p.tma_w, get<2>(boxes), j, s, bar);
+        issue_box(p.tma_do, get<3>(boxes), j, s, bar);
+        issue_box(p.tma_dv, get<4>(boxes), j, s, bar);
       }
     } else {
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
@@ -128,7 +135,10 @@ struct DhuLoadWarpgroup {
 
   // Once the state warpgroup is done with step i: the chunk's dv2 rows and its dh tile out, each
   // thread its pieces (all shared loads issued before the first store).
-  CUTE_DEVICE void store_outputs(const PiecesBV& bv, const PiecesDh& dhp, int i) {
+  // Step i + 3's rows go into the same stage: they are issued as soon as every loader thread holds
+  // its pieces of step i's outputs in registers, before the stores.
+  template <class Boxes>
+  CUTE_DEVICE void store_outputs(const PiecesDK& dk, const PiecesBV& bv, const PiecesDh& dhp, const Boxes& boxes, int i) {
     const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
     ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
     auto& sm = smem();
@@ -140,6 +150,10 @@ struct DhuLoadWarpgroup {
     uint4 tile[PiecesDh::kPieces];
     CUTE_UNROLL
     for (int p = 0; p < PiecesDh::kPieces; ++p) tile[p] = ld_shared_v4(dh_tile + dhp.offset[p]);
+    if (i + 3 < it.nchunks) {
+      sync();  // every loader thread's reads of the stage are done
+      load_chunk(dk, bv, boxes, i + 3);
+    }
 
     Element* dv2 = static_cast<Element*>(a.dv2.ptr) + int64_t(it.vb) * kBV + bv.c + it.row(a.dv2, int64_t(j) * kC + bv.r, it.hv);
     CUTE_UNROLL
@@ -162,27 +176,35 @@ struct DhuLoadWarpgroup {
     const PiecesDK dk(tid, sm.stage[0].q.data());
     const PiecesBV bv(tid, sm.stage[0].dout.data());
     const PiecesDh dhp(tid, sm.dh[0].data());
-    load_chunk(dk, bv, 0);  // n >= 1 here
+    const auto boxes = cute::make_tuple(
+        boxes_of<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it.h, 0, sm.stage[0].q.data()),
+        boxes_of<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it.h, 0, sm.stage[0].k.data()),
+        boxes_of<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it.hv, 0, sm.stage[0].w.data()),
+        boxes_of<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it.hv, it.vb, sm.stage[0].dout.data()),
+        boxes_of<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it.hv, it.vb, sm.stage[0].dv.data()));
+    load_chunk(dk, bv, boxes, 0);  // n >= 1 here
     cp_async_commit();
-    if (n > 1) load_chunk(dk, bv, 1);
+    if (n > 1) load_chunk(dk, bv, boxes, 1);
     cp_async_commit();
+    if (n > 2) load_chunk(dk, bv, boxes, 2);
+    cp_async_commit();
+    // cp.async group g holds step g's copies: the prologue's three, then step i + 2's, committed in
+    // step i >= 1 (empty past the end).
     for (int i = 0; i < n; ++i) {
       const int s = i % T::kStages;
-      cp_async_wait<1>();  // this thread's copies of step i landed (i + 1 may be in flight)
+      if (i == 0) cp_async_wait<2>();  // step 0's copies landed (steps 1, 2 may be in flight)
+      else cp_async_wait<1>();         // step i's (step i + 1 may be in flight)
       if (a.vec16) sm.rows_landed[s].wait((i / T::kStages) % 2);
       sync();  // everyone's copies (the gates of every row)
       fold_gates(bv, i);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
       ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
-      // Step i + 2 goes where step i - 1 was, once that step's outputs are out.
-      if (i >= 1) store_outputs(bv, dhp, i - 1);
-      if (i + 2 < n) {
-        if (i >= 1) sync();  // every read of step i - 1's buffers is done
-        load_chunk(dk, bv, i + 2);
+      if (i >= 1) {  // step i - 1's outputs out, step i + 2 into its stage
+        store_outputs(dk, bv, dhp, boxes, i - 1);
+        cp_async_commit();
       }
-      cp_async_commit();
     }
-    store_outputs(bv, dhp, n - 1);
+    store_outputs(dk, bv, dhp, boxes, n - 1);
   }
 };
 
