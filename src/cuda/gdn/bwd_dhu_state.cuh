@@ -28,11 +28,12 @@ struct DhuStateWarpgroup {
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
 
+  // dH's 16-bit copy for the GEMMs and dh. The next step's "full" barrier (every state thread
+  // takes part) orders these writes before its GEMMs; the first publish syncs itself.
   template <class TH, class SH>
-  CUTE_DEVICE void publish(const TH& tdH, SH&& tdHs) const {  // dH's 16-bit copy for the GEMMs and dh
+  CUTE_DEVICE void publish(const TH& tdH, SH&& tdHs) const {
     store_pairs<Element>(tdH, tdHs, [](int, float x) { return x; });
     cutlass::arch::fence_view_async_shared();
-    sync();
   }
 
   CUTE_DEVICE void run() {
@@ -56,6 +57,7 @@ struct DhuStateWarpgroup {
     const int n = it.nchunks;
     auto dh_tile = [&](int buf) { return make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDh{}); };
     if (n > 0) publish(tdH, thr_dh.partition_C(dh_tile(0)));
+    sync();
 
     Tensor tDv = partition_fragment_C(mma_dv, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: K dH
     Tensor cDv = thr_dv.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
