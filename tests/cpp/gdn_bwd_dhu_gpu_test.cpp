@@ -261,8 +261,8 @@ TEST_F(GdnBwdDhuGpu, VFirstLayoutNoStatesAndUnalignedRows) {
   check_dhu(c);
 }
 
-// More (sequence, value head, value block) CTAs than SMs: several waves.
-TEST_F(GdnBwdDhuGpu, ManyValueBlocksInWaves) {
+// Enough (sequence, value head) pairs that the dispatch picks 64-column value blocks.
+TEST_F(GdnBwdDhuGpu, WideValueBlocks) {
   DhuGpuCase c;
   c.B = 3;
   c.T = 130;

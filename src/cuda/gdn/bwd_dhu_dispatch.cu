@@ -12,6 +12,7 @@
 #include "src/cuda/gdn/api.hpp"
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
 #include "src/cuda/gdn/host_tensors.hpp"
+#include "src/cuda/runtime.hpp"
 
 namespace attnkit::cuda {
 namespace gdn {
@@ -72,10 +73,10 @@ Status gdn_bwd_dhu(const GdnBwdDhuParams& p) {
   ATTNKIT_RETURN_IF_ERROR(check_supported(p));
   const bool varlen = p.cu_seqlens.defined();
   const int64_t K = p.q.size(3), V = p.dout.size(3), HV = p.dout.size(2), seqs = num_seqs(p);
-  // One CTA per (sequence, value head, value block), each a chain of chunks. Value blocks of 32:
-  // a 64-column chain took 2.2x a 32-column one's time a chunk (docs/perf/gdn_bwd_dhu.md), so two
-  // waves of 32-column CTAs beat one wave of 64-column ones.
-  const int bv = 32;
+  // One CTA per (sequence, value head, value block), each a chain of chunks: value blocks of 32
+  // when blocks of 64 would leave more than half of the GPU idle. (Two waves of 32-column CTAs
+  // were slower than one of 64-column ones at B1 H64: 0.49 vs 0.40 ms, docs/perf/gdn_bwd_dhu.md.)
+  const int bv = seqs * HV * (V / 64) * 2 <= current_device_sm_count() ? 32 : 64;
   if (seqs * HV * (V / bv) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
 
   gdn::BwdDhuArgs a;
