@@ -181,16 +181,6 @@ TEST_F(GdnDecodeGpu, VarlenTokens) {
 
 // ---- chunked forward ----
 
-// The same logical contents with every row padded by `pad` elements (rows no longer 16-byte aligned).
-HostTensor padded_rows(const HostTensor& x, int64_t pad) {
-  std::vector<int64_t> shape(x.view.sizes, x.view.sizes + x.view.ndim);
-  shape.back() += pad;
-  HostTensor r(x.view.dtype, shape);
-  r.view.sizes[x.view.ndim - 1] -= pad;
-  for (int64_t i = 0; i < x.numel(); ++i) r.set(i, x.get(i));
-  return r;
-}
-
 struct ChunkOptions {
   int64_t row_pad = 0;          // > 0: q, k, v rows padded (the element-wise load path)
   DType h0_dtype = DType::kFloat32;

@@ -210,6 +210,17 @@ def test_bad_arguments_raise_clear_errors():
         attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], head_first=True)
 
 
+def in_chunk_cumsum(step, starts):
+    """[B, T, ...] per-token log-decays -> their cumulative sums over dim 1, restarting at every
+    64-token chunk of every sequence (sequence starts `starts`), as FLA's chunk_local_cumsum."""
+    T = step.shape[1]
+    G = torch.zeros_like(step)
+    chunk_starts = sorted({c for s, e in zip(starts, (starts[1:] + [T])) for c in range(s, e, 64)})
+    for c0, c1 in zip(chunk_starts, chunk_starts[1:] + [T]):
+        G[:, c0:c1] = step[:, c0:c1].cumsum(1)
+    return G
+
+
 @pytest.mark.parametrize("gate", [None, "g", "gk"])
 @pytest.mark.parametrize("varlen", [False, True])
 def test_bwd_dhu_matches_reference_with_fla_base2_gates(gate, varlen):
@@ -223,10 +234,7 @@ def test_bwd_dhu_matches_reference_with_fla_base2_gates(gate, varlen):
     dht = torch.randn(B if cu is None else 3, HV, K, V)
     step = F.logsigmoid(torch.randn(B, T, HV, *((K,) if gate == "gk" else ())))
     starts = [0, 1, 70] if varlen else [0]
-    G = torch.zeros_like(step)  # in-chunk cumulative sums, restarting at every chunk and sequence start
-    chunk_starts = sorted({c for s, e in zip(starts, (starts[1:] + [T])) for c in range(s, e, 64)})
-    for c0, c1 in zip(chunk_starts, chunk_starts[1:] + [T]):
-        G[:, c0:c1] = step[:, c0:c1].cumsum(1)
+    G = in_chunk_cumsum(step, starts)
     g = G if gate == "g" else None
     gk = G if gate == "gk" else None
     ln2 = math.log(2.0)
@@ -256,10 +264,7 @@ def test_cuda_bwd_dhu_matches_reference(gate, varlen):
     do, dv = torch.randn(B, T, HV, V).bfloat16(), torch.randn(B, T, HV, V).bfloat16()
     dht = torch.randn(B if cu is None else 3, HV, K, V)
     step = F.logsigmoid(torch.randn(B, T, HV, *((K,) if gate == "gk" else ()))) * 0.1
-    G = torch.zeros_like(step)
-    chunk_starts = sorted({c for s, e in zip(starts, (starts[1:] + [T])) for c in range(s, e, 64)})
-    for c0, c1 in zip(chunk_starts, chunk_starts[1:] + [T]):
-        G[:, c0:c1] = step[:, c0:c1].cumsum(1)
+    G = in_chunk_cumsum(step, starts)
     g = G if gate == "g" else None
     gk = G if gate == "gk" else None
     ln2 = math.log(2.0)

@@ -93,8 +93,7 @@ Status flex_backward_with_mods(const FlexBwdParams& p, const ScoreMod& score_mod
   ATTNKIT_RETURN_IF_ERROR(flex::set_bwd_block_mask(p, f));
   using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
   const cudaError_t err = attn::launch_bwd<Element, kHeadDim, Variant>(a, f);
-  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("cuda::flex_backward_with_mods: ") + cudaGetErrorString(err)};
-  return Status::Ok();
+  return cuda_status(err, "cuda::flex_backward_with_mods");
 }
 
 }  // namespace attnkit::cuda

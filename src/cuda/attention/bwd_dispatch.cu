@@ -9,6 +9,7 @@
 #include "src/cuda/api.hpp"
 #include "src/cuda/attention/bwd_args.hpp"
 #include "src/cuda/attention/bwd_workspace.hpp"
+#include "src/cuda/cuda_status.hpp"
 #include "src/cuda/attention/dispatch_common.hpp"
 #include "src/cuda/attention/tma_checks.hpp"
 
@@ -91,8 +92,7 @@ Status attention_backward(const AttentionBwdParams& p) {
   BwdWorkspace(shape_of(p)).carve(static_cast<char*>(p.workspace.data), a);
   const cudaError_t err = p.q.dtype == DType::kBFloat16 ? launch_for_head_dim<cutlass::bfloat16_t>(static_cast<int>(D), a)
                                                         : launch_for_head_dim<cutlass::half_t>(static_cast<int>(D), a);
-  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("attention_backward: ") + cudaGetErrorString(err)};
-  return Status::Ok();
+  return cuda_status(err, "attention_backward");
 }
 
 }  // namespace attnkit::cuda

@@ -9,6 +9,7 @@
 #include "src/cuda/api.hpp"
 #include "src/cuda/attention/dispatch_common.hpp"
 #include "src/cuda/attention/fwd_args.hpp"
+#include "src/cuda/cuda_status.hpp"
 #include "src/cuda/attention/tma_checks.hpp"
 #include "src/cuda/runtime.hpp"
 
@@ -51,8 +52,7 @@ Status attention_forward(const AttentionFwdParams& p) {
   a.num_sms = current_device_sm_count();
   const cudaError_t err = p.q.dtype == DType::kBFloat16 ? launch_for_head_dim<cutlass::bfloat16_t>(static_cast<int>(D), a)
                                                         : launch_for_head_dim<cutlass::half_t>(static_cast<int>(D), a);
-  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("attention_forward: ") + cudaGetErrorString(err)};
-  return Status::Ok();
+  return cuda_status(err, "attention_forward");
 }
 
 }  // namespace attnkit::cuda

@@ -6,6 +6,7 @@
 #include "attnkit/semantics/flex_catalog.hpp"
 #include "src/cuda/flex/api.hpp"
 #include "src/cuda/flex/bwd_setup.cuh"
+#include "src/cuda/cuda_status.hpp"
 
 namespace attnkit::cuda {
 namespace attn {
@@ -41,8 +42,7 @@ Status flex_backward(const FlexBwdParams& p) {
   ATTNKIT_RETURN_IF_ERROR(flex::set_bwd_block_mask(p, f));
   const cudaError_t err = p.q.dtype == DType::kBFloat16 ? launch<cutlass::bfloat16_t>(p.q.size(3), a, f)
                                                         : launch<cutlass::half_t>(p.q.size(3), a, f);
-  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("flex_attention_backward: ") + cudaGetErrorString(err)};
-  return Status::Ok();
+  return cuda_status(err, "flex_attention_backward");
 }
 
 }  // namespace attnkit::cuda

@@ -13,6 +13,7 @@
 #include "src/cuda/attention/bwd_traits.cuh"
 #include "src/cuda/attention/bwd_workspace.hpp"
 #include "src/cuda/attention/dispatch_common.hpp"
+#include "src/cuda/cuda_status.hpp"
 #include "src/cuda/attention/tma_checks.hpp"
 #include "src/cuda/flex/bwd_lists.cuh"
 #include "src/cuda/flex/bwd_variant.cuh"
@@ -135,8 +136,7 @@ Status set_bwd_block_mask(const FlexBwdParams& p, Args& f) {
   x.cells = reinterpret_cast<int32_t*>(ws + plan.cells);
   x.out = l;
   const cudaError_t err = build_query_tile_lists(x, static_cast<cudaStream_t>(p.stream));
-  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("flex_attention_backward: ") + cudaGetErrorString(err)};
-  return Status::Ok();
+  return cuda_status(err, "flex_attention_backward");
 }
 
 }  // namespace attnkit::cuda::flex

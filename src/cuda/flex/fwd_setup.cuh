@@ -12,6 +12,7 @@
 
 #include "attnkit/flex.hpp"
 #include "src/cuda/attention/dispatch_common.hpp"
+#include "src/cuda/cuda_status.hpp"
 #include "src/cuda/attention/fwd_traits.cuh"
 #include "src/cuda/attention/tma_checks.hpp"
 #include "src/cuda/flex/fwd_variant.cuh"
@@ -138,8 +139,7 @@ Status run_forward(const FlexFwdParams& p, const AttnFwdArgs& a, const Args& f, 
     c.splits = f.num_splits;
     err = launch_split_combine<Element>(c, static_cast<cudaStream_t>(a.stream));
   }
-  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string(op) + ": " + cudaGetErrorString(err)};
-  return Status::Ok();
+  return cuda_status(err, op);
 }
 
 }  // namespace attnkit::cuda::flex

@@ -20,6 +20,7 @@
 #include "attnkit/semantics/heads.hpp"
 #include "attnkit/semantics/numerics.hpp"
 #include "src/cuda/gdn/api.hpp"
+#include "src/cuda/cuda_status.hpp"
 #include "src/cuda/gdn/token_tensor.cuh"
 #include "src/cuda/runtime.hpp"
 #include "src/cuda/smem_optin.cuh"
@@ -303,7 +304,7 @@ Status gdn_decode(const GdnDecodeParams& p) {
     const int smem = static_cast<int>(2 * K * V * sizeof(float));
     const cudaError_t ok = K == 128 ? ensure_dynamic_smem<gdn_decode_stream_kernel<128, 4>>(smem)
                                     : ensure_dynamic_smem<gdn_decode_stream_kernel<64, 4>>(smem);
-    if (ok != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(ok)};
+    ATTNKIT_RETURN_IF_ERROR(cuda_status(ok, "gdn_decode"));
     if (K == 128) gdn_decode_stream_kernel<128, 4><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
     else gdn_decode_stream_kernel<64, 4><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
   } else if (K == 128) {
@@ -311,9 +312,7 @@ Status gdn_decode(const GdnDecodeParams& p) {
   } else {
     gdn_decode_kernel<64, 4><<<static_cast<unsigned>(ctas), 256, 0, stream>>>(a);
   }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return {StatusCode::kBackendError, std::string("gdn_decode: ") + cudaGetErrorString(err)};
-  return Status::Ok();
+  return cuda_status(cudaGetLastError(), "gdn_decode");
 }
 
 }  // namespace attnkit::cuda
