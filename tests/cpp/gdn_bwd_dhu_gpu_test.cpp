@@ -125,11 +125,32 @@ GdnBwdDhuParams params(const DhuGpuCase& c, const DhuTensors& t, const DhuOutput
   return p;
 }
 
-// A device copy of h, or nothing for an absent tensor.
-std::unique_ptr<DeviceTensor> to_device(const HostTensor& h) {
-  return h.view.defined() ? std::make_unique<DeviceTensor>(h) : nullptr;
-}
-TensorView view_of(const std::unique_ptr<DeviceTensor>& d) { return d ? d->view : TensorView{}; }
+// Device copies of a case's inputs and outputs (outputs NaN-poisoned), seen as host-shaped
+// DhuTensors / DhuOutputs whose views point at the device.
+struct DeviceDhu {
+  std::vector<std::unique_ptr<DeviceTensor>> bufs;
+  DhuTensors in;
+  DhuOutputs out;
+  DeviceTensor *dh = nullptr, *dh0 = nullptr, *dv2 = nullptr;
+  DeviceDhu(const DhuTensors& h, const DhuOutputs& o) : in(h), out(o) {
+    for (auto [src, dst] : {std::pair{&h.q, &in.q}, std::pair{&h.k, &in.k}, std::pair{&h.w, &in.w},
+                            std::pair{&h.dout, &in.dout}, std::pair{&h.dv, &in.dv}, std::pair{&h.g, &in.g},
+                            std::pair{&h.dht, &in.dht}, std::pair{&h.cu, &in.cu}})
+      mirror(*src, *dst);
+    dh = mirror(o.dh, out.dh);
+    dh0 = mirror(o.dh0, out.dh0);
+    dv2 = mirror(o.dv2, out.dv2);
+    for (DeviceTensor* d : {dh, dh0, dv2})
+      if (d) d->poison();
+  }
+  // A device copy of h behind target's view; nothing for an absent tensor.
+  DeviceTensor* mirror(const HostTensor& h, HostTensor& target) {
+    if (!h.view.defined()) return nullptr;
+    bufs.push_back(std::make_unique<DeviceTensor>(h));
+    target.view = bufs.back()->view;
+    return bufs.back().get();
+  }
+};
 
 void check_dhu(const DhuGpuCase& c, uint32_t seed = 11) {
   const DhuTensors t = make_inputs(c, seed);
@@ -143,29 +164,15 @@ void check_dhu(const DhuGpuCase& c, uint32_t seed = 11) {
   if (c.row_pad)
     for (HostTensor* x : {&tp.q, &tp.k, &tp.w, &tp.dout, &tp.dv}) *x = padded_rows(*x, c.row_pad);
   DhuOutputs out = make_outputs(c, c.dt);
-  std::vector<std::unique_ptr<DeviceTensor>> in;
-  DhuTensors dev = tp;
-  for (auto [h, d] : {std::pair{&tp.q, &dev.q}, std::pair{&tp.k, &dev.k}, std::pair{&tp.w, &dev.w},
-                      std::pair{&tp.dout, &dev.dout}, std::pair{&tp.dv, &dev.dv}, std::pair{&tp.g, &dev.g},
-                      std::pair{&tp.dht, &dev.dht}, std::pair{&tp.cu, &dev.cu}}) {
-    in.push_back(to_device(*h));
-    d->view = view_of(in.back());
-  }
-  auto dh = to_device(out.dh), dh0 = to_device(out.dh0), dv2 = to_device(out.dv2);
-  for (auto* d : {dh.get(), dh0.get(), dv2.get()})
-    if (d) d->poison();
-  DhuOutputs dev_out = out;
-  dev_out.dh.view = view_of(dh);
-  dev_out.dh0.view = view_of(dh0);
-  dev_out.dv2.view = view_of(dv2);
-  GdnBwdDhuParams p = params(c, dev, dev_out);
+  DeviceDhu dev(tp, out);
+  GdnBwdDhuParams p = params(c, dev.in, dev.out);
   const DeviceScratch ws(gdn_bwd_dhu_workspace_size(p));
   p.workspace = ws.workspace();
   const Status st = gdn_bwd_dhu(p);
   ASSERT_TRUE(st.ok()) << st.message();
-  dh->copy_to(out.dh);
-  dv2->copy_to(out.dv2);
-  if (dh0) dh0->copy_to(out.dh0);
+  dev.dh->copy_to(out.dh);
+  dev.dv2->copy_to(out.dv2);
+  if (dev.dh0) dev.dh0->copy_to(out.dh0);
   for (auto [got, want, name] : {std::tuple{&out.dh, &ref.dh, "dh"}, std::tuple{&out.dv2, &ref.dv2, "dv2"},
                                  std::tuple{&out.dh0, &ref.dh0, "dh0"}}) {
     if (!got->view.defined()) continue;
@@ -265,21 +272,8 @@ TEST_F(GdnBwdDhuGpu, RefusesWhatItDoesNotTake) {
   DhuGpuCase c;
   c.T = 70;
   c.dt = DType::kFloat32;
-  const DhuTensors t = make_inputs(c, 3);
-  std::vector<std::unique_ptr<DeviceTensor>> keep;
-  DhuTensors dev = t;
-  for (auto [h, d] : {std::pair{&t.q, &dev.q}, std::pair{&t.k, &dev.k}, std::pair{&t.w, &dev.w},
-                      std::pair{&t.dout, &dev.dout}, std::pair{&t.dv, &dev.dv}, std::pair{&t.g, &dev.g},
-                      std::pair{&t.dht, &dev.dht}}) {
-    keep.push_back(to_device(*h));
-    d->view = view_of(keep.back());
-  }
-  DhuOutputs out = make_outputs(c, c.dt);
-  auto dh = to_device(out.dh), dh0 = to_device(out.dh0), dv2 = to_device(out.dv2);
-  out.dh.view = dh->view;
-  out.dh0.view = dh0->view;
-  out.dv2.view = dv2->view;
-  const Status st = gdn_bwd_dhu(params(c, dev, out));
+  DeviceDhu dev(make_inputs(c, 3), make_outputs(c, c.dt));
+  const Status st = gdn_bwd_dhu(params(c, dev.in, dev.out));
   EXPECT_EQ(st.code(), StatusCode::kUnsupported) << st.message();
   EXPECT_NE(st.message().find("q:"), std::string::npos) << st.message();
 }

@@ -20,7 +20,7 @@ CUTE_DEVICE void copy16(uint32_t dst, const Element* src, bool valid, bool vec16
 #pragma unroll
     for (int e = 0; e < 8; ++e) piece[e] = valid ? src[e] : Element(0.f);
     const uint4 v = reinterpret_cast<const uint4&>(piece);
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(dst), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
+    st_shared(dst, v);
   }
 }
 CUTE_DEVICE void copy4_async(void* dst, const void* src) {

@@ -126,15 +126,12 @@ CUTE_DEVICE uint32_t pack2(float x, float y) {
 CUTE_DEVICE void st_shared(const void* p, uint32_t v) {
   asm volatile("st.shared.b32 [%0], %1;" ::"r"(cute::cast_smem_ptr_to_uint(p)), "r"(v) : "memory");
 }
-CUTE_DEVICE void st_shared(const void* p, uint4 v) {
-  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(cute::cast_smem_ptr_to_uint(p)), "r"(v.x), "r"(v.y), "r"(v.z),
-               "r"(v.w)
-               : "memory");
-}
-// The same by 32-bit shared address (offsets worked out once, as ChunkPieces keeps them).
+// 16 bytes by 32-bit shared address (offsets worked out once, as ChunkPieces keeps them), or by
+// pointer.
 CUTE_DEVICE void st_shared(uint32_t p, uint4 v) {
   asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w) : "memory");
 }
+CUTE_DEVICE void st_shared(const void* p, uint4 v) { st_shared(cute::cast_smem_ptr_to_uint(p), v); }
 CUTE_DEVICE uint4 ld_shared_v4(uint32_t p) {
   uint4 v;
   asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(p) : "memory");
@@ -149,13 +146,7 @@ CUTE_DEVICE uint32_t ld_shared_b32(const void* p) {
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(cute::cast_smem_ptr_to_uint(p)) : "memory");
   return v;
 }
-CUTE_DEVICE uint4 ld_shared_v4(const void* p) {
-  uint4 v;
-  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(cute::cast_smem_ptr_to_uint(p))
-               : "memory");
-  return v;
-}
+CUTE_DEVICE uint4 ld_shared_v4(const void* p) { return ld_shared_v4(cute::cast_smem_ptr_to_uint(p)); }
 
 // dst(i) = f(i, acc(i)) in 16 bits, two adjacent columns per 32-bit store: an SM90 accumulator
 // fragment holds column pairs (i, i + 1), which stay adjacent in the swizzled tile.
