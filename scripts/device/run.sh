@@ -4,7 +4,7 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test python memcheck bench"; also "bench-fwd", "bench-bwd", "bench-gdn", "bench-chunk", "bench-dhu", "bench-flex") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
+# STEPS (default "build test python memcheck bench"; also "bench-fwd", "bench-bwd", "bench-gdn", "bench-chunk", "bench-chunk-bwd", "bench-dhu", "bench-flex") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -56,6 +56,8 @@ if has memcheck; then
     --gtest_filter='-GdnChunkGpu.ThousandsOfShortSequences'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/gdn_bwd_dhu_gpu_test \
     --gtest_filter='-GdnBwdDhuGpu.ThousandsOfShortSequences'
+  step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/gdn_chunk_bwd_gpu_test \
+    --gtest_filter='GdnChunkBwdGpu.VarlenWithShortAndEmptySequencesAndGva:GdnChunkBwdGpu.InOpOptionsAndVFirstLayout'
 fi
 fla_wheels() {  # flash-linear-attention, from the wheels scripts/device/prepare.sh put in .whl/
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
@@ -77,6 +79,11 @@ fi
 if has bench-chunk || has bench; then  # the GDN chunked forward through the torch op (the pip-built package)
   fla_wheels
   step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_chunk.py --out '$OUT' ${BENCH_ARGS:-}"
+  has bench || cat "$OUT/bench.log"
+fi
+if has bench-chunk-bwd || has bench; then  # GDN chunked forward + backward through autograd, FLA's beside it
+  fla_wheels
+  step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_chunk_bwd.py --out '$OUT' ${BENCH_ARGS:-}"
   has bench || cat "$OUT/bench.log"
 fi
 if has bench-dhu || has bench; then  # the GDN reverse state-gradient pass through the torch op, FLA's beside it

@@ -51,7 +51,11 @@ size_t flex_backward_workspace_size(const FlexBwdParams& p) {
 size_t gdn_forward_workspace_size(const GdnFwdParams& p) {
   return p.in.q.device.type == DeviceType::kCUDA ? cuda::gdn_forward_workspace_size(p) : 0;
 }
-size_t gdn_backward_workspace_size(const GdnBwdParams&) { return 0; }
+// The CUDA chunked backward reruns the forward's kernels and keeps their pieces (w, u, gamma, T0,
+// v_new, every chunk's start state), bwd_dhu's dh and dv2, and per-value-head fp32 gradients.
+size_t gdn_backward_workspace_size(const GdnBwdParams& p) {
+  return p.in.q.device.type == DeviceType::kCUDA ? cuda::gdn_backward_workspace_size(p) : 0;
+}
 // The CUDA bwd_dhu of a varlen batch keeps each sequence's first chunk index in the workspace.
 size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? cuda::gdn_bwd_dhu_workspace_size(p) : 0;
@@ -70,7 +74,7 @@ Status flex_attention_backward(const FlexBwdParams& p) {
   return dispatch(p, p.q, cpu::flex_backward, cuda::flex_backward);
 }
 Status gdn_forward(const GdnFwdParams& p) { return dispatch(p, p.in.q, cpu::gdn_forward, cuda::gdn_forward); }
-Status gdn_backward(const GdnBwdParams& p) { return dispatch(p, p.in.q, "gdn_backward", cpu::gdn_backward); }
+Status gdn_backward(const GdnBwdParams& p) { return dispatch(p, p.in.q, cpu::gdn_backward, cuda::gdn_backward); }
 Status gdn_decode(const GdnDecodeParams& p) { return dispatch(p, p.q, cpu::gdn_decode, cuda::gdn_decode); }
 Status gdn_bwd_dhu(const GdnBwdDhuParams& p) { return dispatch(p, p.q, cpu::gdn_bwd_dhu, cuda::gdn_bwd_dhu); }
 

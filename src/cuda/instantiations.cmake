@@ -7,7 +7,9 @@
 #
 #   attnkit_instantiate(<template .cu.in> <unit name> VAR=value ...)
 
-set(ATTNKIT_CUDA_TU_BUDGET 40)
+# 43: the GDN chunked backward added its dispatch and one unit per K (2026-11-22); CI compiles all
+# of them in ~25 of its 90 minutes.
+set(ATTNKIT_CUDA_TU_BUDGET 43)
 
 set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/runtime.cu
@@ -16,6 +18,7 @@ set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/gdn/decode.cu
   src/cuda/gdn/chunk_fwd_dispatch.cu
   src/cuda/gdn/bwd_dhu_dispatch.cu
+  src/cuda/gdn/chunk_bwd_dispatch.cu
   src/cuda/flex/fwd_dispatch.cu
   src/cuda/flex/bwd_dispatch.cu
 )
@@ -59,4 +62,10 @@ endforeach()
 # 16-bit types and both value blocks (32, 64), four small kernels. Gates/varlen/states are runtime.
 foreach(hd 64 128)
   attnkit_instantiate(src/cuda/gdn/bwd_dhu_launch.cu.in gdn_bwd_dhu_hd${hd} HEAD_DIM=${hd})
+endforeach()
+
+# Gated delta rule chunked backward's own kernels (per-chunk dv_local and gradients, token passes):
+# K = V; each unit holds both 16-bit types. Gates/varlen/GVA/states are runtime.
+foreach(hd 64 128)
+  attnkit_instantiate(src/cuda/gdn/chunk_bwd_launch.cu.in gdn_chunk_bwd_hd${hd} HEAD_DIM=${hd})
 endforeach()

@@ -6,60 +6,6 @@
 namespace attnkit::test {
 namespace {
 
-struct GdnGrads {
-  HostTensor dq, dk, dv, dbeta, dg, dh0, dA_log, ddt_bias;
-};
-
-// The cotangents of the loss sum(o * W) + sum(ht * W2).
-struct Cotangents {
-  HostTensor W, W2;
-};
-
-Cotangents make_cotangents(const GdnCase& c, uint32_t seed) {
-  std::mt19937 rng(seed);
-  Cotangents ct{HostTensor(c.dt, {c.B, c.T, c.HV, c.V}), HostTensor(fp32_or_64(c), state_shape(c))};
-  ct.W.randn(rng);
-  ct.W2.randn(rng);
-  return ct;
-}
-
-GdnGrads run_backward(const GdnCase& c, const GdnData& d, const Cotangents& ct) {
-  auto like = [](const HostTensor& t) {
-    HostTensor r(t.view.dtype, std::vector<int64_t>(t.view.sizes, t.view.sizes + t.view.ndim));
-    r.fill(std::nan(""));
-    return r;
-  };
-  GdnGrads g;
-  GdnBwdParams p;
-  p.in = gdn_inputs(c, d);
-  p.dout = ct.W.view;
-  p.dfinal_state = ct.W2.view;
-  g.dq = like(d.q);
-  g.dk = like(d.k);
-  g.dv = like(d.v);
-  g.dbeta = like(d.beta);
-  p.dq = g.dq.view;
-  p.dk = g.dk.view;
-  p.dv = g.dv.view;
-  p.dbeta = g.dbeta.view;
-  if (d.g.view.defined()) g.dg = like(d.g);
-  if (d.gk.view.defined()) g.dg = like(d.gk);
-  if (g.dg.view.defined()) p.dg = g.dg.view;
-  if (d.h0.view.defined()) {
-    g.dh0 = like(d.h0);
-    p.dinitial_state = g.dh0.view;
-  }
-  if (d.A_log.view.defined()) {
-    g.dA_log = like(d.A_log);
-    g.ddt_bias = like(d.dt_bias);
-    p.dA_log = g.dA_log.view;
-    p.ddt_bias = g.ddt_bias.view;
-  }
-  Status st = gdn_backward(p);
-  EXPECT_TRUE(st.ok()) << st.message();
-  return g;
-}
-
 double loss(const GdnCase& c, GdnData d, const Cotangents& ct) {
   EXPECT_TRUE(run_gdn_forward(c, d).ok());
   const auto o = d.out.values(), w = ct.W.values(), ht = d.ht.values(), w2 = ct.W2.values();
@@ -173,13 +119,8 @@ TEST(GdnBackward, Bf16MeetsFlaTolerancesAgainstFloat64) {
   GdnData d = make_gdn(c, 9);
   const Cotangents ct = make_cotangents(c, 10);
   GdnGrads g = run_backward(c, d, ct);
-  GdnCase c64 = c;
-  c64.dt = DType::kFloat64;
-  GdnData d64 = make_gdn(c64, 9);
-  // The float64 run reads exactly the bf16-rounded values.
-  for (auto [s, t] : {std::pair{&d.q, &d64.q}, std::pair{&d.k, &d64.k}, std::pair{&d.v, &d64.v},
-                      std::pair{&d.beta, &d64.beta}, std::pair{&d.g, &d64.g}, std::pair{&d.h0, &d64.h0}})
-    for (int64_t i = 0; i < s->numel(); ++i) t->set(i, s->get(i));
+  GdnCase c64;
+  const GdnData d64 = float64_twin(c, d, c64);  // the float64 run reads exactly the bf16-rounded values
   Cotangents ct64{ct.W.to(DType::kFloat64), ct.W2.to(DType::kFloat64)};
   GdnGrads r = run_backward(c64, d64, ct64);
   EXPECT_LT(rel_rms(g.dq.values(), r.dq.values()), 0.008);

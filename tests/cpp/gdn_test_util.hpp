@@ -183,4 +183,84 @@ inline void gdn_oracle(const GdnCase& c, const GdnData& d, std::vector<double>& 
     }
 }
 
+// ---- backward helpers (gradients of the loss sum(o * W) + sum(ht * W2)) ----
+
+struct GdnGrads {
+  HostTensor dq, dk, dv, dbeta, dg, dh0, dA_log, ddt_bias;
+};
+
+// The cotangents of the loss sum(o * W) + sum(ht * W2).
+struct Cotangents {
+  HostTensor W, W2;
+};
+
+inline Cotangents make_cotangents(const GdnCase& c, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Cotangents ct{HostTensor(c.dt, {c.B, c.T, c.HV, c.V}), HostTensor(fp32_or_64(c), state_shape(c))};
+  ct.W.randn(rng);
+  ct.W2.randn(rng);
+  return ct;
+}
+
+// NaN-filled gradients shaped like d's inputs, and the backward's params over d, ct and g.
+inline GdnGrads make_grads(const GdnData& d) {
+  auto like = [](const HostTensor& t) {
+    HostTensor r(t.view.dtype, std::vector<int64_t>(t.view.sizes, t.view.sizes + t.view.ndim));
+    r.fill(std::nan(""));
+    return r;
+  };
+  GdnGrads g;
+  g.dq = like(d.q);
+  g.dk = like(d.k);
+  g.dv = like(d.v);
+  g.dbeta = like(d.beta);
+  if (d.g.view.defined()) g.dg = like(d.g);
+  if (d.gk.view.defined()) g.dg = like(d.gk);
+  if (d.h0.view.defined()) g.dh0 = like(d.h0);
+  if (d.A_log.view.defined()) {
+    g.dA_log = like(d.A_log);
+    g.ddt_bias = like(d.dt_bias);
+  }
+  return g;
+}
+
+inline GdnBwdParams gdn_bwd_params(const GdnCase& c, const GdnData& d, const Cotangents& ct, const GdnGrads& g) {
+  GdnBwdParams p;
+  p.in = gdn_inputs(c, d);
+  p.dout = ct.W.view;
+  p.dfinal_state = ct.W2.view;
+  p.dq = g.dq.view;
+  p.dk = g.dk.view;
+  p.dv = g.dv.view;
+  p.dbeta = g.dbeta.view;
+  if (g.dg.view.defined()) p.dg = g.dg.view;
+  if (g.dh0.view.defined()) p.dinitial_state = g.dh0.view;
+  if (g.dA_log.view.defined()) {
+    p.dA_log = g.dA_log.view;
+    p.ddt_bias = g.ddt_bias.view;
+  }
+  return p;
+}
+
+// The CPU backward of d under the cotangents ct.
+inline GdnGrads run_backward(const GdnCase& c, const GdnData& d, const Cotangents& ct) {
+  GdnGrads g = make_grads(d);
+  const Status st = gdn_backward(gdn_bwd_params(c, d, ct, g));
+  EXPECT_TRUE(st.ok()) << st.message();
+  return g;
+}
+
+// The float64 twin of case c's data d: the same shapes, exactly d's (rounded) values.
+inline GdnData float64_twin(const GdnCase& c, const GdnData& d, GdnCase& c64) {
+  c64 = c;
+  c64.dt = DType::kFloat64;
+  GdnData d64 = make_gdn(c64, 0);
+  for (auto [s, t] : {std::pair{&d.q, &d64.q}, std::pair{&d.k, &d64.k}, std::pair{&d.v, &d64.v}, std::pair{&d.beta, &d64.beta},
+                      std::pair{&d.g, &d64.g}, std::pair{&d.gk, &d64.gk}, std::pair{&d.h0, &d64.h0},
+                      std::pair{&d.A_log, &d64.A_log}, std::pair{&d.dt_bias, &d64.dt_bias}})
+    if (s->view.defined())
+      for (int64_t i = 0; i < s->numel(); ++i) t->set(i, s->get(i));
+  return d64;
+}
+
 }  // namespace attnkit::test

@@ -16,6 +16,7 @@ struct BwdDhuArgs {
   const float* gate = nullptr;
   int64_t g_sb = 0, g_st = 0, g_sh = 0;
   bool per_key_gate = false;
+  float gate_log2 = 1.4426950408889634f;  // gate -> log2 units (1 where it comes in log2 units)
   StateTensor dht;                 // any float dtype; absent: zero
   // dh [B, NT, HV, K, V] / [.., V, K] in the rows' dtype: element strides of (b, chunk, hv, k, v).
   void* dh = nullptr;

@@ -11,6 +11,7 @@
 #include "src/cuda/cuda_status.hpp"
 #include "src/cuda/gdn/api.hpp"
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
+#include "src/cuda/gdn/chunk_host.hpp"
 #include "src/cuda/gdn/host_tensors.hpp"
 #include "src/cuda/runtime.hpp"
 
@@ -34,6 +35,25 @@ __global__ void __launch_bounds__(kOffsetThreads) gdn_chunk_offsets_kernel(const
     carry += total;
     __syncthreads();  // temp is reused by the next round
   }
+}
+
+Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, cudaStream_t stream) {
+  // One CTA per (sequence, value head, value block), each a chain of chunks: value blocks of 32
+  // when blocks of 64 would leave more than half of the GPU idle. (Two waves of 32-column CTAs
+  // were slower than one of 64-column ones at B1 H64: 0.49 vs 0.40 ms, docs/perf/gdn_bwd_dhu.md.)
+  const int64_t seqs = a.num_seqs, HV = a.HV;
+  const int bv = seqs * HV * (V / 64) * 2 <= current_device_sm_count() ? 32 : 64;
+  if (seqs * HV * (V / bv) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
+  a.v_blocks = static_cast<int>(V / bv);
+  using bf16 = cutlass::bfloat16_t;
+  using fp16 = cutlass::half_t;
+  const bool b16 = dtype == DType::kBFloat16, k128 = K == 128, v32 = bv == 32;
+  cudaError_t err;
+  if (b16 && k128) err = v32 ? launch_gdn_bwd_dhu<bf16, 128, 32>(a, stream) : launch_gdn_bwd_dhu<bf16, 128, 64>(a, stream);
+  else if (b16) err = v32 ? launch_gdn_bwd_dhu<bf16, 64, 32>(a, stream) : launch_gdn_bwd_dhu<bf16, 64, 64>(a, stream);
+  else if (k128) err = v32 ? launch_gdn_bwd_dhu<fp16, 128, 32>(a, stream) : launch_gdn_bwd_dhu<fp16, 128, 64>(a, stream);
+  else err = v32 ? launch_gdn_bwd_dhu<fp16, 64, 32>(a, stream) : launch_gdn_bwd_dhu<fp16, 64, 64>(a, stream);
+  return cuda_status(err, "gdn_bwd_dhu");
 }
 }  // namespace gdn
 
@@ -73,11 +93,7 @@ Status gdn_bwd_dhu(const GdnBwdDhuParams& p) {
   ATTNKIT_RETURN_IF_ERROR(check_supported(p));
   const bool varlen = p.cu_seqlens.defined();
   const int64_t K = p.q.size(3), V = p.dout.size(3), HV = p.dout.size(2), seqs = num_seqs(p);
-  // One CTA per (sequence, value head, value block), each a chain of chunks: value blocks of 32
-  // when blocks of 64 would leave more than half of the GPU idle. (Two waves of 32-column CTAs
-  // were slower than one of 64-column ones at B1 H64: 0.49 vs 0.40 ms, docs/perf/gdn_bwd_dhu.md.)
-  const int bv = seqs * HV * (V / 64) * 2 <= current_device_sm_count() ? 32 : 64;
-  if (seqs * HV * (V / bv) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
+  if (seqs * HV > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head) items");
 
   gdn::BwdDhuArgs a;
   a.q = gdn::row_tensor(p.q, varlen);
@@ -112,7 +128,6 @@ Status gdn_bwd_dhu(const GdnBwdDhuParams& p) {
   a.num_seqs = static_cast<int>(seqs);
   a.H = static_cast<int>(p.q.size(2));
   a.HV = static_cast<int>(HV);
-  a.v_blocks = static_cast<int>(V / bv);
   a.scale = static_cast<float>(p.scale ? *p.scale : 1.0 / std::sqrt(static_cast<double>(K)));
   a.vec16 = gdn::rows_aligned(p.q, varlen, 16) && gdn::rows_aligned(p.k, varlen, 16) && gdn::rows_aligned(p.w, varlen, 16) &&
             gdn::rows_aligned(p.dout, varlen, 16) && gdn::rows_aligned(p.dv, varlen, 16);
@@ -128,15 +143,7 @@ Status gdn_bwd_dhu(const GdnBwdDhuParams& p) {
     gdn::gdn_chunk_offsets_kernel<<<1, gdn::kOffsetThreads, 0, stream>>>(a.cu_seqlens, seqs, offsets);
     ATTNKIT_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "gdn_bwd_dhu"));
   }
-  using bf16 = cutlass::bfloat16_t;
-  using fp16 = cutlass::half_t;
-  const bool b16 = p.q.dtype == DType::kBFloat16, k128 = K == 128, v32 = bv == 32;
-  cudaError_t err;
-  if (b16 && k128) err = v32 ? gdn::launch_gdn_bwd_dhu<bf16, 128, 32>(a, stream) : gdn::launch_gdn_bwd_dhu<bf16, 128, 64>(a, stream);
-  else if (b16) err = v32 ? gdn::launch_gdn_bwd_dhu<bf16, 64, 32>(a, stream) : gdn::launch_gdn_bwd_dhu<bf16, 64, 64>(a, stream);
-  else if (k128) err = v32 ? gdn::launch_gdn_bwd_dhu<fp16, 128, 32>(a, stream) : gdn::launch_gdn_bwd_dhu<fp16, 128, 64>(a, stream);
-  else err = v32 ? gdn::launch_gdn_bwd_dhu<fp16, 64, 32>(a, stream) : gdn::launch_gdn_bwd_dhu<fp16, 64, 64>(a, stream);
-  return cuda_status(err, "gdn_bwd_dhu");
+  return gdn::launch_bwd_dhu(a, p.q.dtype, K, V, stream);
 }
 
 }  // namespace attnkit::cuda

@@ -95,13 +95,12 @@ struct DhuLoadWarpgroup {
 
   // Step i's row factors and decays, then do <- diag(fq) do (this thread's pieces).
   CUTE_DEVICE void fold_gates(const PiecesBV& bv, int i) {
-    constexpr float kLog2e = 1.4426950408889634f;
     auto& sm = smem();
     const int s = i % T::kStages, valid = it.valid_rows(chunk_of(i));
     const bool scalar = a.gate && !a.per_key_gate;
     // Thread tid converts its own slot decay[tid]: G of row tid (scalar gate) or G_last of key tid.
-    const float mine = a.gate && tid < kDK ? sm.decay[s][tid] * kLog2e : 0.f;
-    const float last = scalar ? sm.gate_last[s] * kLog2e : mine;
+    const float mine = a.gate && tid < kDK ? sm.decay[s][tid] * a.gate_log2 : 0.f;
+    const float last = scalar ? sm.gate_last[s] * a.gate_log2 : mine;
     if (tid < kC) {
       const float G = scalar ? mine : 0.f;
       const bool live = tid < valid;

@@ -37,6 +37,11 @@ struct ChunkFwdArgs {
   // u [rows, HV, V] (16-bit), gamma [rows, HV] (fp32, in-chunk cumulative log-decay in log2 units).
   RowTensor w, u, gamma;
   int64_t wy_slots = 0;                    // grid.x of the WY kernel (ChunkSlot)
+  // What the backward keeps from the forward (absent in inference): T0 = (I + L)^-1 [rows, HV, 64]
+  // and v_new [rows, HV, V] (16-bit), each chunk's start state [slots, HV, DK, V] (16-bit, slot as
+  // ChunkSlot numbers the chunks). With o.ptr == nullptr the recurrence computes no output.
+  RowTensor tmat, vnew;
+  void* states = nullptr;
   bool l2norm = false, beta_logit = false;
   bool vec16 = false;                      // q, k, v rows start 16-byte aligned: cp.async 16 B
   bool o_vec16 = false;                    // out rows start 16-byte aligned: 8 columns per store
@@ -89,7 +94,13 @@ inline int64_t wy_slot_count(int64_t tokens, int64_t seqs, bool varlen) {
 struct ChunkSlot {
   int n = 0, j = 0;
   bool live = false;
-  __host__ __device__ ChunkSlot(const ChunkFwdArgs& a, int64_t slot) {
+  // The slot of sequence n's first chunk (its chunk j has slot first(a, n) + j).
+  template <class Args>
+  __host__ __device__ static int64_t first(const Args& a, int n) {
+    return a.cu_seqlens ? a.cu_seqlens[n] / 64 + n : int64_t(n) * ((a.tokens + 63) / 64);
+  }
+  template <class Args>  // any kernel's arguments with cu_seqlens, tokens and num_seqs
+  __host__ __device__ ChunkSlot(const Args& a, int64_t slot) {
     if (!a.cu_seqlens) {
       const int64_t per_seq = (a.tokens + 63) / 64;
       n = static_cast<int>(slot / per_seq);

@@ -9,19 +9,15 @@
 #include "src/cuda/gdn/api.hpp"
 #include "src/cuda/cuda_status.hpp"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_host.hpp"
 #include "src/cuda/gdn/host_tensors.hpp"
 
 namespace attnkit::cuda {
 namespace gdn {
 template <class Element, int kDK>
 cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream);
-}  // namespace gdn
 
-namespace {
-
-// What the CUDA chunked forward does not take among the inputs (the workspace is sized from them).
-Status check_supported(const GdnFwdParams& p) {
-  const GdnInputs& in = p.in;
+Status check_chunked_supported(const GdnInputs& in) {
   const int64_t K = in.q.size(3), V = in.v.size(3);
   if (in.algorithm != GdnAlgorithm::kChunked)
     return Unsupported("algorithm: the token recurrence is the CPU reference; the CUDA forward is chunked");
@@ -37,6 +33,51 @@ Status check_supported(const GdnFwdParams& p) {
     return Unsupported("A_log: the CUDA chunked forward takes float32 A_log and dt_bias");
   return Status::Ok();
 }
+
+Status chunk_forward_args(const GdnInputs& in, ChunkFwdArgs& a) {
+  const int64_t K = in.q.size(3), V = in.v.size(3);
+  const bool varlen = in.cu_seqlens.defined();
+  a.q = row_tensor(in.q, varlen);
+  a.k = row_tensor(in.k, varlen);
+  a.v = row_tensor(in.v, varlen);
+  a.g = token_tensor(in.g, varlen);
+  a.beta = token_tensor(in.beta, varlen);
+  if (in.A_log.defined()) {
+    a.A_log = static_cast<const float*>(in.A_log.data);
+    a.dt_bias = static_cast<const float*>(in.dt_bias.data);
+    a.a_stride = in.A_log.strides[0];
+    a.dt_stride = in.dt_bias.strides[0];
+  }
+  a.h0 = state_tensor(in.initial_state, in.state_layout);
+  a.cu_seqlens = varlen ? static_cast<const int64_t*>(in.cu_seqlens.data) : nullptr;
+  a.tokens = in.q.size(1);
+  const int64_t seqs = varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0);
+  if (seqs * in.v.size(2) * (V / 64) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
+  a.num_seqs = static_cast<int>(seqs);
+  a.H = static_cast<int>(in.q.size(2));
+  a.HV = static_cast<int>(in.v.size(2));
+  a.v_blocks = static_cast<int>(V / 64);
+  a.scale = static_cast<float>(in.scale ? *in.scale : 1.0 / std::sqrt(static_cast<double>(K)));
+  a.l2norm = in.use_qk_l2norm;
+  a.beta_logit = in.beta_is_logit;
+  a.vec16 = rows_aligned(in.q, varlen, 16) && rows_aligned(in.k, varlen, 16) && rows_aligned(in.v, varlen, 16);
+  a.wy_slots = wy_slot_count(a.tokens, seqs, varlen);
+  if (a.wy_slots > INT32_MAX || a.HV > 65535) return Unsupported("q: more than 2^31 - 1 chunks or 65535 value heads per call");
+  return Status::Ok();
+}
+
+Status launch_chunk_forward(const ChunkFwdArgs& a, DType dtype, int64_t K, cudaStream_t stream) {
+  const bool bf16 = dtype == DType::kBFloat16;
+  cudaError_t err;
+  if (K == 128) err = bf16 ? launch_gdn_chunk_fwd<cutlass::bfloat16_t, 128>(a, stream) : launch_gdn_chunk_fwd<cutlass::half_t, 128>(a, stream);
+  else err = bf16 ? launch_gdn_chunk_fwd<cutlass::bfloat16_t, 64>(a, stream) : launch_gdn_chunk_fwd<cutlass::half_t, 64>(a, stream);
+  return cuda_status(err, "gdn_forward");
+}
+}  // namespace gdn
+
+namespace {
+
+Status check_supported(const GdnFwdParams& p) { return gdn::check_chunked_supported(p.in); }
 
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
 // u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned.
@@ -68,44 +109,21 @@ size_t gdn_forward_workspace_size(const GdnFwdParams& p) { return ChunkWorkspace
 Status gdn_forward(const GdnFwdParams& p) {
   ATTNKIT_RETURN_IF_ERROR(check_supported(p));
   const GdnInputs& in = p.in;
-  const int64_t K = in.q.size(3), V = in.v.size(3);
+  const int64_t K = in.q.size(3);
   if (p.out.strides[3] != 1) return InvalidArgument("out: expected unit stride on the last dim");
   if (p.out.dtype != in.q.dtype) return InvalidArgument("out: expected q's dtype");
 
   const bool varlen = in.cu_seqlens.defined();
   gdn::ChunkFwdArgs a;
-  a.q = gdn::row_tensor(in.q, varlen);
-  a.k = gdn::row_tensor(in.k, varlen);
-  a.v = gdn::row_tensor(in.v, varlen);
+  ATTNKIT_RETURN_IF_ERROR(gdn::chunk_forward_args(in, a));
   a.o = gdn::row_tensor(p.out, varlen);
-  a.g = token_tensor(in.g, varlen);
-  a.beta = token_tensor(in.beta, varlen);
-  if (in.A_log.defined()) {
-    a.A_log = static_cast<const float*>(in.A_log.data);
-    a.dt_bias = static_cast<const float*>(in.dt_bias.data);
-    a.a_stride = in.A_log.strides[0];
-    a.dt_stride = in.dt_bias.strides[0];
-  }
-  a.h0 = gdn::state_tensor(in.initial_state, in.state_layout);
+  a.o_vec16 = gdn::rows_aligned(p.out, varlen, 16);
   if (p.final_state.defined()) {
     a.ht = static_cast<float*>(p.final_state.data);
     a.ht_sn = p.final_state.strides[0];
     a.ht_sh = p.final_state.strides[1];
     gdn::state_strides(p.final_state, in.state_layout, a.ht_sk, a.ht_sv);
   }
-  a.cu_seqlens = varlen ? static_cast<const int64_t*>(in.cu_seqlens.data) : nullptr;
-  a.tokens = in.q.size(1);
-  const int64_t seqs = varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0);
-  if (seqs * in.v.size(2) * (V / 64) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
-  a.num_seqs = static_cast<int>(seqs);
-  a.H = static_cast<int>(in.q.size(2));
-  a.HV = static_cast<int>(in.v.size(2));
-  a.v_blocks = static_cast<int>(V / 64);
-  a.scale = static_cast<float>(in.scale ? *in.scale : 1.0 / std::sqrt(static_cast<double>(K)));
-  a.l2norm = in.use_qk_l2norm;
-  a.beta_logit = in.beta_is_logit;
-  a.vec16 = gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16) && gdn::rows_aligned(in.v, varlen, 16);
-  a.o_vec16 = gdn::rows_aligned(p.out, varlen, 16);
 
   const ChunkWorkspace ws(p);
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
@@ -113,18 +131,9 @@ Status gdn_forward(const GdnFwdParams& p) {
   char* base = static_cast<char*>(p.workspace.data);
   const int64_t T = in.q.size(1);
   a.w = {base + ws.w, T * ws.HV * K, ws.HV * K, K};
-  a.u = {base + ws.u, T * ws.HV * V, ws.HV * V, V};
+  a.u = {base + ws.u, T * ws.HV * ws.V, ws.HV * ws.V, ws.V};
   a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
-  a.wy_slots = gdn::wy_slot_count(T, seqs, varlen);
-  if (a.wy_slots > INT32_MAX || ws.HV > 65535)
-    return Unsupported("q: more than 2^31 - 1 chunks or 65535 value heads per call");
-
-  auto stream = static_cast<cudaStream_t>(p.stream);
-  const bool bf16 = in.q.dtype == DType::kBFloat16;
-  cudaError_t err;
-  if (K == 128) err = bf16 ? gdn::launch_gdn_chunk_fwd<cutlass::bfloat16_t, 128>(a, stream) : gdn::launch_gdn_chunk_fwd<cutlass::half_t, 128>(a, stream);
-  else err = bf16 ? gdn::launch_gdn_chunk_fwd<cutlass::bfloat16_t, 64>(a, stream) : gdn::launch_gdn_chunk_fwd<cutlass::half_t, 64>(a, stream);
-  return cuda_status(err, "gdn_forward");
+  return gdn::launch_chunk_forward(a, in.q.dtype, K, static_cast<cudaStream_t>(p.stream));
 }
 
 }  // namespace attnkit::cuda

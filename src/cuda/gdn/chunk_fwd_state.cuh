@@ -9,6 +9,8 @@
 //   v_new = u - V'; H *= exp(gamma_last); H += K^T (exp(gamma_last - gamma) v_new)   (SS)
 //   S = Q K^T (SS); H's 16-bit copy for the next chunk while S runs
 //   O *= scale exp(gamma); Aqk = scale tril(S) Gamma; O += Aqk v_new (RS); O into u's buffer.
+// kStates (the backward's rerun of the forward): no output — only the state's own path runs —
+// and each chunk's start state and v_new go to global memory (a.states, a.vnew).
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -19,7 +21,7 @@
 
 namespace attnkit::cuda::gdn {
 
-template <class T>
+template <class T, bool kStates>
 struct StateWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
@@ -36,8 +38,20 @@ struct StateWarpgroup {
     sync();
   }
 
+  // The state H [DK, BV] (fp32 fragment, element i at cH(i)) as chunk j's start state, 16-bit.
+  template <class TH, class CH>
+  CUTE_DEVICE void save_state(const TH& tH, const CH& cH, int j) const {
+    auto* out = static_cast<Element*>(a.states) + ((ChunkSlot::first(a, it.n) + j) * a.HV + it.hv) * int64_t(kDK) * (a.v_blocks * kBV);
+    CUTE_UNROLL
+    for (int i = 0; i < size(tH); i += 2) {
+      const int k = get<0>(cH(i)), v = it.vb * kBV + get<1>(cH(i));
+      *reinterpret_cast<uint32_t*>(out + k * (a.v_blocks * kBV) + v) = pack2<Element>(tH(i), tH(i + 1));
+    }
+  }
+
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::SharedStorage>();
+    constexpr bool output = !kStates;
     typename T::MmaWH mma_wh;
     typename T::MmaS mma_s;
     typename T::MmaU mma_av;
@@ -63,6 +77,8 @@ struct StateWarpgroup {
       tH(i) = a.h0.data.ptr ? a.h0.data[it.n * a.h0.sn + it.hv * a.h0.sh + k * a.h0.sk + v * a.h0.sv] : 0.f;
     }
     publish_state(tH, thr_h.partition_C(sH));
+    if constexpr (kStates)
+      if (it.nchunks > 0) save_state(tH, cH, 0);
 
     Tensor tO = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});   // fp32 [C, BV]: output
     Tensor tWH = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: w H
@@ -89,14 +105,15 @@ struct StateWarpgroup {
         Tensor tA_Q = thr_wh.partition_fragment_A(sQ);
         Tensor tB_H = thr_wh.partition_fragment_B(sHt);
         attn::gemm_zero<false>(mma_wh, tA_W, tB_H, tWH);
-        attn::gemm_zero<false>(mma_wh, tA_Q, tB_H, tO);
+        if constexpr (output) attn::gemm_zero<false>(mma_wh, tA_Q, tB_H, tO);
       }
       // gamma is in log2 units: exp(x) = ex2(x log2 e).
       const float g_last = gamma[kC - 1];
       const float gamma_r[2] = {gamma[r0], gamma[r0 + 8]};
       const float dv_scale[2] = {ex2(g_last - gamma_r[0]), ex2(g_last - gamma_r[1])};
       Tensor tUs = thr_wh.partition_C(sU);
-      warpgroup_wait<1>();  // w H
+      if constexpr (output) warpgroup_wait<1>();  // w H
+      else warpgroup_wait<0>();
       CUTE_UNROLL
       for (int i = 0; i < size(tWH); i += 2) {  // v_new = u - w H, in place of w H
         const uint32_t raw = ld_shared_b32(&tUs(i));  // columns i, i + 1: adjacent in the tile
@@ -104,7 +121,17 @@ struct StateWarpgroup {
         tWH(i) = float(u2[0]) - tWH(i);
         tWH(i + 1) = float(u2[1]) - tWH(i + 1);
       }
-      store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);
+      if constexpr (kStates) {  // the backward's v_new rows (live rows only)
+        const int valid = it.valid_rows(j);
+        auto* vn = static_cast<Element*>(a.vnew.ptr) + it.vb * kBV;
+        CUTE_UNROLL
+        for (int i = 0; i < size(tWH); i += 2) {
+          const int r = get<0>(cO(i)), c = get<1>(cO(i));
+          if (r < valid)
+            *reinterpret_cast<uint32_t*>(vn + it.row(a.vnew, int64_t(j) * kC + r, it.hv) + c) = pack2<Element>(tWH(i), tWH(i + 1));
+        }
+      }
+      if constexpr (output) store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);
       store_pairs<Element>(tWH, thr_wh.partition_C(sDv), [&](int i, float x) { return x * dv_scale[half(i)]; });
       const float decay = ex2(g_last);
       CUTE_UNROLL
@@ -117,8 +144,15 @@ struct StateWarpgroup {
         Tensor tS_Q = thr_s.partition_fragment_A(sQ);
         Tensor tS_K = thr_s.partition_fragment_B(sK);
         attn::gemm_ss(mma_h, tA_Kt, tB_Dv, tH);
-        attn::gemm_zero<false>(mma_s, tS_Q, tS_K, tS);
+        if constexpr (output) attn::gemm_zero<false>(mma_s, tS_Q, tS_K, tS);
       }
+      if constexpr (!output) {  // the state's path alone: the stage is free once H is updated
+        warpgroup_wait<0>();
+        ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
+        publish_state(tH, thr_h.partition_C(sH));
+        if (j + 1 < it.nchunks) save_state(tH, cH, j + 1);
+        continue;
+      } else {
       warpgroup_wait<1>();  // Q H and the new H: publish H for the next chunk while S runs
       publish_state(tH, thr_h.partition_C(sH));
       const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
@@ -138,6 +172,7 @@ struct StateWarpgroup {
       warpgroup_wait<0>();
       store_pairs<Element>(tO, tUs, identity);  // u is consumed: its buffer takes O for the loader
       ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
+      }
     }
     if (a.ht) {
       CUTE_UNROLL

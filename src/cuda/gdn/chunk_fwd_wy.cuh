@@ -78,6 +78,20 @@ struct WyChunk {
     }
   }
 
+  // T0 (fp32 [C][C] in shared memory) -> its live rows of a.tmat in 16-bit, 8 columns a store;
+  // only reads T0, so the operands below are built from it without a barrier between.
+  CUTE_DEVICE void store_t0(const float* sT, int valid) const {
+    CUTE_UNROLL
+    for (int i = 0; i < kC * kC / 8 / 128; ++i) {
+      const int piece = tid + 128 * i, r = piece / (kC / 8), c = (piece % (kC / 8)) * 8;
+      if (r >= valid) continue;
+      const float4 x = *reinterpret_cast<const float4*>(&sT[r * kC + c]);
+      const float4 y = *reinterpret_cast<const float4*>(&sT[r * kC + c + 4]);
+      const uint4 v{pack2<Element>(x.x, x.y), pack2<Element>(x.z, x.w), pack2<Element>(y.x, y.y), pack2<Element>(y.z, y.w)};
+      st_global_v4(static_cast<Element*>(a.tmat.ptr) + it.row(a.tmat, t0() + r, it.hv) + c, v);
+    }
+  }
+
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::WyStorage>();
     Tensor sK = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});    // [C, DK]
@@ -133,6 +147,7 @@ struct WyChunk {
     }
     sync();
     invert_unit_lower_64(sT, sm.scratch.data(), [] { sync(); });
+    if (a.tmat.ptr) store_t0(sT, valid);
 
     // A operands: Tw_rc = T0_rc beta_c exp(gamma_r), Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c)
     // (only r >= c: above the diagonal T0 is 0 and the exponent could overflow). One after the

@@ -1,0 +1,92 @@
+"""bench/bench_gdn_chunk_bwd.py — forward + backward of attnkit's chunked gated delta rule beside
+flash-linear-attention's in one process: the cases of issue 6 and ../shared/PEERS.md (K = V = 128,
+bf16 q/k/v/beta, fp32 log-decay g, l2norm inside the op, initial and final state; the loss's
+cotangents do and dht random).
+
+    python3 bench/bench_gdn_chunk_bwd.py [--out DIR] [--quick]
+
+FLA's backward refuses Triton 3.6 on Hopper (its issue #640, a miscompile giving wrong gradients):
+for timing only the guard is bypassed (../shared/PEERS.md), so FLA's gradients are no reference;
+the `rel_*_vs_fla` columns are printed for information. Correctness is the GPU tests' job
+(tests/cpp/gdn_chunk_bwd_gpu_test.cpp, against the CPU backend in float64).
+Timing: triton's do_bench median of forward + backward (`ms`), and of the forward alone
+(`fwd_ms`), so backward ~ ms - fwd_ms.
+"""
+import argparse, os, sys
+
+sys.path.insert(0, os.environ.get("FLA_SRC", "/tmp/site"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+from triton.testing import do_bench
+
+import attnkit
+from bench_attention import device_meta, write_rows
+from bench_gdn_chunk import D, make_inputs, rms_ratio
+
+# name, B, T, H, varlen sequences (None: dense), issue 6's bar (x FLA, forward + backward)
+CASES = [
+    ("B4 T8192 H16", 4, 8192, 16, None, 2.0),
+    ("varlen 20 seqs 8192 tok H64", 1, 8192, 64, 20, 2.0),
+    ("B1 T32768 H32", 1, 32768, 32, None, None),
+]
+
+
+def fwd_bwd(fn, leaves, kw, do, dht):
+    """One forward + backward of fn; returns the gradients of leaves."""
+    o, s = fn(*leaves[:5], initial_state=leaves[5], **kw)
+    return torch.autograd.grad((o, s), leaves, (do, dht))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
+    ap.add_argument("--quick", action="store_true", help="the first case only")
+    args = ap.parse_args()
+    try:
+        import fla.ops.common.chunk_o as fla_chunk_o
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
+        fla_chunk_o.TRITON_ABOVE_3_7_1 = True  # timing only: see the module docstring
+    except ImportError as e:
+        fla_chunk = None
+        print("FLA not importable:", e)
+    meta = device_meta()
+    rows = []
+    print(f"{'case':30s} {'fwd+bwd ms':>10s} {'FLA ms':>8s} {'speedup':>8s} {'bar':>5s} {'fwd ms':>7s} {'FLA fwd':>8s}"
+          "  rel dq / dk / dv / dg vs FLA (info)")
+    for name, B, T, H, nseq, bar in CASES[:1] if args.quick else CASES:
+        q, k, v, g, beta, cu = make_inputs(B, T, H, nseq)
+        N = B if cu is None else cu.numel() - 1
+        h0 = torch.randn(N, H, D, D, device="cuda")
+        leaves = [t.clone().requires_grad_() for t in (q, k, v, g, beta, h0)]
+        kw = dict(output_final_state=True, use_qk_l2norm_in_kernel=True, cu_seqlens=cu)
+        do, dht = torch.randn_like(v), torch.randn_like(h0)
+        ours = lambda: fwd_bwd(attnkit.chunk_gated_delta_rule, leaves, kw, do, dht)
+        ours_fwd = lambda: attnkit.chunk_gated_delta_rule(*leaves[:5], initial_state=leaves[5], **kw)
+        grads = ours()
+        ms = do_bench(ours, warmup=10, rep=200, return_mode="median")
+        with torch.no_grad():
+            fwd_ms = do_bench(ours_fwd, warmup=10, rep=200, return_mode="median")
+        fla_ms = fla_fwd_ms = float("nan")
+        rel = [float("nan")] * 4
+        if fla_chunk is not None:
+            fla = lambda: fwd_bwd(fla_chunk, leaves, kw, do, dht)
+            fla_grads = fla()
+            fla_ms = do_bench(fla, warmup=10, rep=200, return_mode="median")
+            with torch.no_grad():
+                fla_fwd_ms = do_bench(lambda: fla_chunk(*leaves[:5], initial_state=leaves[5], **kw), warmup=10, rep=200,
+                                      return_mode="median")
+            rel = [rms_ratio(grads[i], fla_grads[i]) for i in (0, 1, 2, 3)]
+        speedup = fla_ms / ms
+        rows.append(dict(meta, op="gdn_chunk_fwd_bwd", case=name, B=B, T=T, H=H, K=D, V=D, varlen_seqs=nseq, ms=ms,
+                         fwd_ms=fwd_ms, fla_ms=fla_ms, fla_fwd_ms=fla_fwd_ms, speedup_vs_fla=speedup, bar=bar,
+                         bwd_ms=ms - fwd_ms, fla_bwd_ms=fla_ms - fla_fwd_ms, rel_dq_vs_fla=rel[0], rel_dk_vs_fla=rel[1],
+                         rel_dv_vs_fla=rel[2], rel_dg_vs_fla=rel[3]))
+        print(f"{name:30s} {ms:10.4f} {fla_ms:8.4f} {speedup:7.2f}x {bar or '-':>5} {fwd_ms:7.4f} {fla_fwd_ms:8.4f}  "
+              + " / ".join(f"{r:.1e}" for r in rel), flush=True)
+        del leaves, grads
+        torch.cuda.empty_cache()
+    print("wrote", write_rows(args.out, "bench_gdn_chunk_bwd.jsonl", rows))
+
+
+if __name__ == "__main__":
+    main()

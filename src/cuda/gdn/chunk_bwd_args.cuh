@@ -1,0 +1,59 @@
+// src/cuda/gdn/chunk_bwd_args.cuh — the arguments of the chunked backward's own kernels (the
+// per-chunk dv_local and gradient kernels, the finishing passes); the forward's kernels, rerun in
+// the backward, and bwd_dhu keep their own arguments.
+#pragma once
+#include <cstdint>
+
+#include "src/cuda/gdn/chunk_fwd_args.cuh"
+
+namespace attnkit::cuda::gdn {
+
+struct ChunkBwdArgs {
+  // Inputs: q, k [B, T, H, K] (already normalised when the op's l2norm is on: the backward's
+  // workspace copy), v, dout [B, T, HV, V]; beta [B, T, HV] as given (beta_logit: a logit).
+  RowTensor q, k, v, dout;
+  TokenTensor beta;
+  bool beta_logit = false;
+  // The forward's pieces, one row per token ([rows, HV, ...], as ChunkFwdArgs' workspace): gamma
+  // (fp32, log2 units), T0 [.., 64], v_new (16-bit); per chunk slot [slots, HV, K, V] (16-bit):
+  // the start state H and dh, the gradient of the end state (bwd_dhu).
+  RowTensor gamma, tmat, vnew;
+  const void* states = nullptr;
+  const void* dh = nullptr;
+  RowTensor dv_local, dv2;  // [rows, HV, V] 16-bit: bwd_dhu's input and output
+  // Outputs: dv (the op's, [B, T, HV, V] 16-bit); per value head, fp32 in the workspace: dq, dk
+  // [rows, HV, K], dbeta and dg [rows, HV] (dg: in-chunk reverse cumsum of dgamma done).
+  RowTensor dv, dq, dk, dbeta, dg;
+  const int64_t* cu_seqlens = nullptr;
+  int64_t tokens = 0;
+  int num_seqs = 0, H = 0, HV = 0, v_blocks = 1;  // v_blocks: WorkItem's; one block per CTA here
+  float scale = 1.f;
+  bool vec16 = false;  // q, k, v, dout rows 16-byte aligned (cp.async), else element copies
+};
+
+// The finishing passes over tokens (after the per-chunk kernel): GVA sums and the in-op
+// l2norm's backward for dq, dk; sigmoid and fused-gate backward for dbeta, dg; dA_log, ddt_bias.
+struct BwdFinishArgs {
+  RowTensor q, k;                 // the op's raw q, k (16-bit) and
+  RowTensor dq_out, dk_out;       // their gradients (16-bit, the op's)
+  RowTensor dq, dk;               // fp32 [rows, HV, K] per value head (workspace)
+  RowTensor dbeta, dg;            // fp32 [rows, HV] (workspace)
+  TokenTensor beta, g;            // the op's raw beta, g
+  void* dbeta_out = nullptr;      // [B, T, HV] in beta's dtype
+  DType dbeta_dtype = DType::kFloat32;
+  int64_t dbeta_sb = 0, dbeta_st = 0, dbeta_sh = 0;
+  void* dg_out = nullptr;         // [B, T, HV] in g's dtype (absent: no gate)
+  DType dg_dtype = DType::kFloat32;
+  int64_t dg_sb = 0, dg_st = 0, dg_sh = 0;
+  const float* A_log = nullptr;   // fused gate
+  const float* dt_bias = nullptr;
+  int64_t a_stride = 1, dt_stride = 1;
+  float* dA_log = nullptr;        // [HV] fp32 (with the fused gate)
+  float* ddt_bias = nullptr;
+  int64_t da_stride = 1, ddt_stride = 1;
+  int64_t B = 1, T = 0;           // rows = B * T (varlen: B = 1)
+  int H = 0, HV = 0, K = 0;
+  bool l2norm = false, beta_logit = false;
+};
+
+}  // namespace attnkit::cuda::gdn

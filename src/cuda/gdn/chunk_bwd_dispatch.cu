@@ -1,0 +1,275 @@
+// src/cuda/gdn/chunk_bwd_dispatch.cu — GdnBwdParams -> the chunked backward on the GPU, in order:
+//   0. (l2norm) q, k normalised into the workspace; every later kernel reads those rows
+//   1. the forward's WY kernel (w, u, gamma, and T0) and its recurrence without output, keeping
+//      each chunk's start state and v_new
+//   2. dv_local (per chunk)          3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks)
+//   4. the per-chunk gradients (dq, dk per value head, dv, dbeta, dg)
+//   5. the token passes: GVA sums and the in-op l2norm / sigmoid / fused-gate backward
+// and the workspace all of that lives in.
+#include <cuda_runtime.h>
+#include <cutlass/numeric_types.h>
+
+#include <cmath>
+#include <string>
+
+#include "src/cuda/cuda_status.hpp"
+#include "src/cuda/gdn/api.hpp"
+#include "src/cuda/gdn/chunk_bwd_args.cuh"
+#include "src/cuda/gdn/chunk_host.hpp"
+#include "src/cuda/gdn/host_tensors.hpp"
+
+namespace attnkit::cuda {
+namespace gdn {
+template <class E, int kD>
+cudaError_t launch_gdn_bwd_l2norm(const RowTensor& q, const RowTensor& k, const RowTensor& qn, const RowTensor& kn,
+                                  int64_t rows, int64_t T, int H, cudaStream_t stream);
+template <class E, int kD>
+cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_local, cudaStream_t stream);
+template <class E, int kD>
+cudaError_t launch_gdn_bwd_finish(const BwdFinishArgs& a, cudaStream_t stream);
+
+// Varlen: the chunk slot of each sequence's first chunk (ChunkSlot::first), bwd_dhu's dh offsets.
+__global__ void gdn_first_slots_kernel(const int64_t* cu, int64_t n, int64_t* first) {
+  const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (m < n) first[m] = cu[m] / 64 + m;
+}
+}  // namespace gdn
+
+namespace {
+
+// One buffer after the other, each 256-byte aligned; sizes from the inputs alone.
+struct BwdWorkspace {
+  int64_t rows = 0, T = 0, H = 0, HV = 0, D = 0, slots = 0, seqs = 0;
+  size_t qn = 0, kn = 0, w = 0, u = 0, gamma = 0, tmat = 0, vnew = 0, states = 0, dv2 = 0, dh = 0;
+  size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, total = 0;
+  explicit BwdWorkspace(const GdnBwdParams& p) {
+    const GdnInputs& in = p.in;
+    if (!gdn::check_chunked_supported(in).ok()) return;
+    const bool varlen = in.cu_seqlens.defined();
+    T = in.q.size(1);
+    rows = in.q.size(0) * T;
+    H = in.q.size(2);
+    HV = in.v.size(2);
+    D = in.q.size(3);
+    seqs = varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0);
+    slots = gdn::wy_slot_count(T, seqs, varlen);
+    auto take = [&](int64_t bytes) {
+      const size_t at = total;
+      total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
+      return at;
+    };
+    if (in.use_qk_l2norm) {
+      qn = take(rows * H * D * 2);
+      kn = take(rows * H * D * 2);
+    }
+    w = take(rows * HV * D * 2);
+    u = take(rows * HV * D * 2);  // u, then dv_local (u is spent once the recurrence is done)
+    gamma = take(rows * HV * 4);
+    tmat = take(rows * HV * 64 * 2);
+    vnew = take(rows * HV * D * 2);
+    dv2 = take(rows * HV * D * 2);
+    states = take(slots * HV * D * D * 2);
+    dh = take(slots * HV * D * D * 2);
+    dq = take(rows * HV * D * 4);
+    dk = take(rows * HV * D * 4);
+    dbeta = take(rows * HV * 4);
+    dg = take(rows * HV * 4);
+    if (varlen) first = take(seqs * 8);
+  }
+  // [rows, heads, width] at offset `at` as RowTensor (element strides).
+  gdn::RowTensor rows_of(char* base, size_t at, int64_t heads, int64_t width) const {
+    return {base + at, T * heads * width, heads * width, width};
+  }
+};
+
+Status check_supported(const GdnBwdParams& p) {
+  ATTNKIT_RETURN_IF_ERROR(gdn::check_chunked_supported(p.in));
+  for (auto [t, name] : {std::pair{&p.dout, "dout"}, std::pair{&p.dq, "dq"}, std::pair{&p.dk, "dk"}, std::pair{&p.dv, "dv"}}) {
+    if (t->dtype != p.in.q.dtype) return Unsupported(std::string(name) + ": the CUDA chunked backward expects q's dtype");
+    if (t->strides[3] != 1) return InvalidArgument(std::string(name) + ": expected unit stride on the last dim");
+  }
+  if (!gdn::rows_aligned(p.dv, p.in.cu_seqlens.defined(), 4))
+    return Unsupported("dv: the CUDA chunked backward writes element pairs: rows must start 4-byte aligned");
+  return Status::Ok();
+}
+
+// A [B, T, heads, D] view of workspace rows (for the forward's argument builder).
+TensorView workspace_rows(const TensorView& like, const gdn::RowTensor& r) {
+  TensorView t = like;
+  t.data = r.ptr;
+  t.strides[0] = r.sb;
+  t.strides[1] = r.st;
+  t.strides[2] = r.sh;
+  t.strides[3] = 1;
+  return t;
+}
+
+template <class E, int kD>
+Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, cudaStream_t stream) {
+  const GdnInputs& raw = p.in;
+  const bool varlen = raw.cu_seqlens.defined();
+  GdnInputs in = raw;  // what every kernel below reads: q, k normalised when the op normalises
+  if (raw.use_qk_l2norm) {
+    const gdn::RowTensor qn = ws.rows_of(base, ws.qn, ws.H, kD), kn = ws.rows_of(base, ws.kn, ws.H, kD);
+    ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_bwd_l2norm<E, kD>(gdn::row_tensor(raw.q, varlen), gdn::row_tensor(raw.k, varlen),
+                                                                         qn, kn, ws.rows, ws.T, static_cast<int>(ws.H), stream),
+                                        "gdn_backward"));
+    in.q = workspace_rows(raw.q, qn);
+    in.k = workspace_rows(raw.k, kn);
+    in.use_qk_l2norm = false;
+  }
+
+  // 1. The forward's pieces.
+  gdn::ChunkFwdArgs f;
+  ATTNKIT_RETURN_IF_ERROR(gdn::chunk_forward_args(in, f));
+  f.w = ws.rows_of(base, ws.w, ws.HV, kD);
+  f.u = ws.rows_of(base, ws.u, ws.HV, kD);
+  f.gamma = ws.rows_of(base, ws.gamma, ws.HV, 1);
+  f.tmat = ws.rows_of(base, ws.tmat, ws.HV, 64);
+  f.vnew = ws.rows_of(base, ws.vnew, ws.HV, kD);
+  f.states = base + ws.states;
+  ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, raw.q.dtype, kD, stream));
+
+  // 2. dv_local, into u's buffer.
+  gdn::ChunkBwdArgs b;
+  b.q = gdn::row_tensor(in.q, varlen);
+  b.k = gdn::row_tensor(in.k, varlen);
+  b.v = gdn::row_tensor(in.v, varlen);
+  b.dout = gdn::row_tensor(p.dout, varlen);
+  b.beta = token_tensor(in.beta, varlen);
+  b.beta_logit = in.beta_is_logit;
+  b.gamma = f.gamma;
+  b.tmat = f.tmat;
+  b.vnew = f.vnew;
+  b.states = f.states;
+  b.dh = base + ws.dh;
+  b.dv_local = f.u;
+  b.dv2 = ws.rows_of(base, ws.dv2, ws.HV, kD);
+  b.dv = gdn::row_tensor(p.dv, varlen);
+  b.dq = ws.rows_of(base, ws.dq, ws.HV, kD);
+  b.dk = ws.rows_of(base, ws.dk, ws.HV, kD);
+  b.dbeta = ws.rows_of(base, ws.dbeta, ws.HV, 1);
+  b.dg = ws.rows_of(base, ws.dg, ws.HV, 1);
+  b.cu_seqlens = f.cu_seqlens;
+  b.tokens = f.tokens;
+  b.num_seqs = f.num_seqs;
+  b.H = f.H;
+  b.HV = f.HV;
+  b.scale = f.scale;
+  b.vec16 = gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16) && gdn::rows_aligned(in.v, varlen, 16) &&
+            gdn::rows_aligned(p.dout, varlen, 16);
+  ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, true, stream), "gdn_backward"));
+
+  // 3. bwd_dhu: dh per chunk slot, dv2, dh0.
+  gdn::BwdDhuArgs d;
+  d.q = b.q;
+  d.k = b.k;
+  d.w = f.w;
+  d.dout = b.dout;
+  d.dv = b.dv_local;
+  d.dv2 = b.dv2;
+  if (in.g.defined()) {  // the WY kernel's gamma: cumulative, fused gate applied, log2 units
+    d.gate = static_cast<const float*>(f.gamma.ptr);
+    d.g_sb = varlen ? 0 : f.gamma.sb;
+    d.g_st = f.gamma.st;
+    d.g_sh = f.gamma.sh;
+    d.gate_log2 = 1.f;
+  }
+  d.dht = gdn::state_tensor(p.dfinal_state, in.state_layout);
+  d.dh = base + ws.dh;
+  d.dh_sc = ws.HV * kD * kD;
+  d.dh_sb = varlen ? 0 : ((ws.T + 63) / 64) * d.dh_sc;
+  d.dh_sh = kD * kD;
+  d.dh_sk = kD;
+  d.dh_sv = 1;
+  d.dh_vec16 = true;
+  if (p.dinitial_state.defined()) {
+    d.dh0 = static_cast<float*>(p.dinitial_state.data);
+    d.dh0_sn = p.dinitial_state.strides[0];
+    d.dh0_sh = p.dinitial_state.strides[1];
+    gdn::state_strides(p.dinitial_state, in.state_layout, d.dh0_sk, d.dh0_sv);
+  }
+  d.cu_seqlens = f.cu_seqlens;
+  if (varlen && ws.seqs > 0) {
+    auto* first = reinterpret_cast<int64_t*>(base + ws.first);
+    d.chunk_offsets = first;
+    gdn::gdn_first_slots_kernel<<<static_cast<unsigned>((ws.seqs + 255) / 256), 256, 0, stream>>>(f.cu_seqlens, ws.seqs, first);
+    ATTNKIT_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "gdn_backward"));
+  }
+  d.tokens = f.tokens;
+  d.num_seqs = f.num_seqs;
+  d.H = f.H;
+  d.HV = f.HV;
+  d.scale = f.scale;
+  d.vec16 = b.vec16;
+  d.dv2_vec16 = true;
+  ATTNKIT_RETURN_IF_ERROR(gdn::launch_bwd_dhu(d, raw.q.dtype, kD, kD, stream));
+
+  // 4. The per-chunk gradients.
+  ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, false, stream), "gdn_backward"));
+
+  // 5. Into the op's gradients.
+  gdn::BwdFinishArgs e;
+  e.q = gdn::row_tensor(raw.q, varlen);
+  e.k = gdn::row_tensor(raw.k, varlen);
+  e.dq_out = gdn::row_tensor(p.dq, varlen);
+  e.dk_out = gdn::row_tensor(p.dk, varlen);
+  e.dq = b.dq;
+  e.dk = b.dk;
+  e.dbeta = b.dbeta;
+  e.dg = b.dg;
+  e.beta = b.beta;
+  e.g = token_tensor(raw.g, varlen);
+  e.dbeta_out = p.dbeta.data;
+  e.dbeta_dtype = p.dbeta.dtype;
+  e.dbeta_sb = varlen ? 0 : p.dbeta.strides[0];
+  e.dbeta_st = p.dbeta.strides[1];
+  e.dbeta_sh = p.dbeta.strides[2];
+  if (raw.g.defined()) {
+    e.dg_out = p.dg.data;
+    e.dg_dtype = p.dg.dtype;
+    e.dg_sb = varlen ? 0 : p.dg.strides[0];
+    e.dg_st = p.dg.strides[1];
+    e.dg_sh = p.dg.strides[2];
+  }
+  if (raw.A_log.defined()) {
+    e.A_log = f.A_log;
+    e.dt_bias = f.dt_bias;
+    e.a_stride = f.a_stride;
+    e.dt_stride = f.dt_stride;
+    e.dA_log = static_cast<float*>(p.dA_log.data);
+    e.ddt_bias = static_cast<float*>(p.ddt_bias.data);
+    e.da_stride = p.dA_log.strides[0];
+    e.ddt_stride = p.ddt_bias.strides[0];
+  }
+  e.B = raw.q.size(0);
+  e.T = ws.T;
+  e.H = static_cast<int>(ws.H);
+  e.HV = static_cast<int>(ws.HV);
+  e.K = kD;
+  e.l2norm = raw.use_qk_l2norm;
+  e.beta_logit = raw.beta_is_logit;
+  return cuda_status(gdn::launch_gdn_bwd_finish<E, kD>(e, stream), "gdn_backward");
+}
+
+}  // namespace
+
+size_t gdn_backward_workspace_size(const GdnBwdParams& p) { return BwdWorkspace(p).total; }
+
+Status gdn_backward(const GdnBwdParams& p) {
+  ATTNKIT_RETURN_IF_ERROR(check_supported(p));
+  if (p.in.A_log.defined() && (p.dA_log.dtype != DType::kFloat32 || p.ddt_bias.dtype != DType::kFloat32))
+    return Unsupported("dA_log: the CUDA chunked backward writes float32 dA_log and ddt_bias");
+  const BwdWorkspace ws(p);
+  if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
+    return InvalidArgument("workspace: the CUDA chunked backward needs a 256-byte aligned device pointer");
+  if (ws.rows == 0) return Status::Ok();
+  char* base = static_cast<char*>(p.workspace.data);
+  auto stream = static_cast<cudaStream_t>(p.stream);
+  const bool bf16 = p.in.q.dtype == DType::kBFloat16;
+  if (ws.D == 128)
+    return bf16 ? run_backward<cutlass::bfloat16_t, 128>(p, ws, base, stream) : run_backward<cutlass::half_t, 128>(p, ws, base, stream);
+  return bf16 ? run_backward<cutlass::bfloat16_t, 64>(p, ws, base, stream) : run_backward<cutlass::half_t, 64>(p, ws, base, stream);
+}
+
+}  // namespace attnkit::cuda

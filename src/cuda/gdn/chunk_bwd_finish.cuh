@@ -1,0 +1,154 @@
+// src/cuda/gdn/chunk_bwd_finish.cuh — the chunked backward's passes over tokens: before, the
+// in-op l2norm of q and k into the workspace (every later kernel then reads normalised rows);
+// after, the per-value-head gradients folded into the op's: GVA sums and the l2norm backward
+// (dq, dk), the sigmoid and fused-gate backward (dbeta, dg), and dA_log / ddt_bias summed over
+// all tokens in a fixed order (the same bits run after run).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cute/config.hpp>
+
+#include "attnkit/semantics/numerics.hpp"
+#include "src/cuda/gdn/chunk_bwd_args.cuh"
+
+namespace attnkit::cuda::gdn {
+
+constexpr int kFinishThreads = 256;
+
+__device__ inline int64_t offset_of(const RowTensor& x, int64_t row, int64_t T, int head) {
+  return (row / T) * x.sb + (row % T) * x.st + head * x.sh;  // row = b * T + t
+}
+
+// x / sqrt(sum x^2 + 1e-6) of one [kD] row by one warp: lane holds elements lane + 32 i.
+template <int kD>
+__device__ void warp_l2norm(float (&x)[kD / 32], float& rstd) {
+  float ss = 0.f;
+#pragma unroll
+  for (int i = 0; i < kD / 32; ++i) ss += x[i] * x[i];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
+  rstd = rsqrtf(ss + 1e-6f);
+#pragma unroll
+  for (int i = 0; i < kD / 32; ++i) x[i] *= rstd;
+}
+
+// One warp per (row, head): qn, kn = l2norm(q), l2norm(k) in 16 bits.
+template <class E, int kD>
+__global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(RowTensor q, RowTensor k, RowTensor qn, RowTensor kn,
+                                                                          int64_t rows, int64_t T, int H) {
+  const int64_t item = (int64_t(blockIdx.x) * kFinishThreads + threadIdx.x) / 32;
+  if (item >= rows * H) return;
+  const int64_t row = item / H;
+  const int h = static_cast<int>(item % H), lane = threadIdx.x % 32;
+  for (int which = 0; which < 2; ++which) {
+    const RowTensor& src = which ? k : q;
+    const RowTensor& dst = which ? kn : qn;
+    const E* in = static_cast<const E*>(src.ptr) + offset_of(src, row, T, h);
+    E* out = static_cast<E*>(dst.ptr) + offset_of(dst, row, T, h);
+    float x[kD / 32], rstd;
+#pragma unroll
+    for (int i = 0; i < kD / 32; ++i) x[i] = float(in[lane + 32 * i]);
+    warp_l2norm<kD>(x, rstd);
+#pragma unroll
+    for (int i = 0; i < kD / 32; ++i) out[lane + 32 * i] = E(x[i]);
+  }
+}
+
+// One warp per (row, query/key head): the sums over its value heads of dq and dk, through the
+// l2norm's backward (y = x rstd: dx = rstd (dy - y (y . dy))), in 16 bits.
+template <class E, int kD>
+__global__ void __launch_bounds__(kFinishThreads) gdn_bwd_qk_finish_kernel(CUTE_GRID_CONSTANT const BwdFinishArgs a) {
+  const int64_t item = (int64_t(blockIdx.x) * kFinishThreads + threadIdx.x) / 32;
+  const int64_t rows = a.B * a.T;
+  if (item >= rows * a.H) return;
+  const int64_t row = item / a.H;
+  const int h = static_cast<int>(item % a.H), lane = threadIdx.x % 32, group = a.HV / a.H;
+  for (int which = 0; which < 2; ++which) {
+    const RowTensor& ws = which ? a.dk : a.dq;
+    float dy[kD / 32] = {};
+    for (int m = 0; m < group; ++m) {
+      const float* in = static_cast<const float*>(ws.ptr) + offset_of(ws, row, a.T, h * group + m);
+#pragma unroll
+      for (int i = 0; i < kD / 32; ++i) dy[i] += in[lane + 32 * i];
+    }
+    if (a.l2norm) {
+      const RowTensor& src = which ? a.k : a.q;
+      const E* xin = static_cast<const E*>(src.ptr) + offset_of(src, row, a.T, h);
+      float y[kD / 32], rstd, dot = 0.f;
+#pragma unroll
+      for (int i = 0; i < kD / 32; ++i) y[i] = float(xin[lane + 32 * i]);
+      warp_l2norm<kD>(y, rstd);
+#pragma unroll
+      for (int i = 0; i < kD / 32; ++i) dot += y[i] * dy[i];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffff, dot, o);
+#pragma unroll
+      for (int i = 0; i < kD / 32; ++i) dy[i] = rstd * (dy[i] - y[i] * dot);
+    }
+    const RowTensor& out = which ? a.dk_out : a.dq_out;
+    E* o = static_cast<E*>(out.ptr) + offset_of(out, row, a.T, h);
+#pragma unroll
+    for (int i = 0; i < kD / 32; ++i) o[lane + 32 * i] = E(dy[i]);
+  }
+}
+
+__device__ inline void store_any(void* p, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::kBFloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case DType::kFloat16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case DType::kFloat64: static_cast<double*>(p)[i] = v; break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
+// One thread per (row, value head): dbeta and dg w.r.t. the op's raw beta and gate. (The token
+// kernels are templates only so that each unit holding them keeps its own copy.)
+template <class E>
+__global__ void __launch_bounds__(kFinishThreads) gdn_bwd_token_finish_kernel(CUTE_GRID_CONSTANT const BwdFinishArgs a) {
+  const int64_t item = int64_t(blockIdx.x) * kFinishThreads + threadIdx.x;
+  if (item >= a.B * a.T * a.HV) return;
+  const int64_t row = item / a.HV, b = row / a.T, t = row % a.T;
+  const int hv = static_cast<int>(item % a.HV);
+  float db = static_cast<const float*>(a.dbeta.ptr)[offset_of(a.dbeta, row, a.T, hv)];
+  if (a.beta_logit) {
+    const float s = sigmoid(a.beta.at(b, t, hv));
+    db *= s * (1.f - s);
+  }
+  store_any(a.dbeta_out, a.dbeta_dtype, b * a.dbeta_sb + t * a.dbeta_st + hv * a.dbeta_sh, db);
+  if (!a.dg_out) return;
+  float dg = static_cast<const float*>(a.dg.ptr)[offset_of(a.dg, row, a.T, hv)];
+  if (a.A_log)  // g = -exp(A_log) softplus(x + dt_bias): dg/dx = -exp(A_log) sigmoid(x + dt_bias)
+    dg *= -__expf(a.A_log[hv * a.a_stride]) * sigmoid(a.g.at(b, t, hv) + a.dt_bias[hv * a.dt_stride]);
+  store_any(a.dg_out, a.dg_dtype, b * a.dg_sb + t * a.dg_st + hv * a.dg_sh, dg);
+}
+
+// One CTA per value head: dA_log = sum_t dg_t g_t, ddt_bias = sum_t dg_t dg_t/dx_t (fused gate).
+template <class E>
+__global__ void __launch_bounds__(kFinishThreads) gdn_bwd_gate_sums_kernel(CUTE_GRID_CONSTANT const BwdFinishArgs a) {
+  const int hv = blockIdx.x;
+  const float A = __expf(a.A_log[hv * a.a_stride]), bias = a.dt_bias[hv * a.dt_stride];
+  float da = 0.f, dd = 0.f;
+  for (int64_t row = threadIdx.x; row < a.B * a.T; row += kFinishThreads) {
+    const float dg = static_cast<const float*>(a.dg.ptr)[offset_of(a.dg, row, a.T, hv)];
+    const float x = a.g.at(row / a.T, row % a.T, hv) + bias;
+    da += dg * (-A * softplus(x));
+    dd += dg * (-A * sigmoid(x));
+  }
+  __shared__ float part[2][kFinishThreads];
+  part[0][threadIdx.x] = da;
+  part[1][threadIdx.x] = dd;
+  __syncthreads();
+  for (int n = kFinishThreads / 2; n > 0; n /= 2) {
+    if (threadIdx.x < n) {
+      part[0][threadIdx.x] += part[0][threadIdx.x + n];
+      part[1][threadIdx.x] += part[1][threadIdx.x + n];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    a.dA_log[hv * a.da_stride] = part[0][0];
+    a.ddt_bias[hv * a.ddt_stride] = part[1][0];
+  }
+}
+
+}  // namespace attnkit::cuda::gdn

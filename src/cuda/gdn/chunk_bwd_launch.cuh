@@ -1,0 +1,53 @@
+// src/cuda/gdn/chunk_bwd_launch.cuh — launching the chunked backward's own kernels for one
+// (element type, K = V); the dispatch (chunk_bwd_dispatch.cu) runs them in order between the
+// forward's kernels and bwd_dhu.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "src/cuda/gdn/chunk_bwd_finish.cuh"
+#include "src/cuda/gdn/chunk_bwd_kernel.cuh"
+#include "src/cuda/smem_optin.cuh"
+
+namespace attnkit::cuda::gdn {
+
+template <class E, int kD>
+cudaError_t launch_gdn_bwd_l2norm(const RowTensor& q, const RowTensor& k, const RowTensor& qn, const RowTensor& kn,
+                                  int64_t rows, int64_t T, int H, cudaStream_t stream) {
+  const int64_t blocks = (rows * H * 32 + kFinishThreads - 1) / kFinishThreads;
+  if (blocks == 0) return cudaSuccess;
+  gdn_bwd_l2norm_kernel<E, kD><<<static_cast<unsigned>(blocks), kFinishThreads, 0, stream>>>(q, k, qn, kn, rows, T, H);
+  return cudaGetLastError();
+}
+
+// kernel: dv_local (step 1) or the gradients (steps 3 and 4); grid (chunk slots, value heads).
+template <class E, int kD>
+cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_local, cudaStream_t stream) {
+  if (slots == 0 || a.HV == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(a.HV));
+  if (dv_local) {
+    constexpr int kBytes = dv_local_smem_bytes<kD>();
+    cudaError_t ok = ensure_dynamic_smem<gdn_chunk_dv_local_kernel<E, kD>>(kBytes);
+    if (ok != cudaSuccess) return ok;
+    gdn_chunk_dv_local_kernel<E, kD><<<grid, kChunkBwdThreads, kBytes, stream>>>(a);
+  } else {
+    constexpr int kBytes = chunk_bwd_smem_bytes<kD>();
+    cudaError_t ok = ensure_dynamic_smem<gdn_chunk_bwd_kernel<E, kD>>(kBytes);
+    if (ok != cudaSuccess) return ok;
+    gdn_chunk_bwd_kernel<E, kD><<<grid, kChunkBwdThreads, kBytes, stream>>>(a);
+  }
+  return cudaGetLastError();
+}
+
+template <class E, int kD>
+cudaError_t launch_gdn_bwd_finish(const BwdFinishArgs& a, cudaStream_t stream) {
+  const int64_t rows = a.B * a.T;
+  if (rows == 0) return cudaSuccess;
+  const int64_t qk_blocks = (rows * a.H * 32 + kFinishThreads - 1) / kFinishThreads;
+  gdn_bwd_qk_finish_kernel<E, kD><<<static_cast<unsigned>(qk_blocks), kFinishThreads, 0, stream>>>(a);
+  const int64_t token_blocks = (rows * a.HV + kFinishThreads - 1) / kFinishThreads;
+  gdn_bwd_token_finish_kernel<E><<<static_cast<unsigned>(token_blocks), kFinishThreads, 0, stream>>>(a);
+  if (a.A_log) gdn_bwd_gate_sums_kernel<E><<<static_cast<unsigned>(a.HV), kFinishThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace attnkit::cuda::gdn
