@@ -15,7 +15,7 @@ struct ChunkBwdArgs {
   TokenTensor beta;
   bool beta_logit = false;
   // The forward's pieces, one row per token ([rows, HV, ...], as ChunkFwdArgs' workspace): gamma
-  // (fp32, log2 units), T0 [.., 64], v_new (16-bit); per chunk slot [slots, HV, K, V] (16-bit):
+  // (fp32, log2 units), T = (I + L)^-1 [.., 64], v_new (16-bit); per chunk slot [slots, HV, K, V] (16-bit):
   // the start state H and dh, the gradient of the end state (bwd_dhu).
   RowTensor gamma, tmat, vnew;
   const void* states = nullptr;

@@ -37,7 +37,7 @@ struct ChunkFwdArgs {
   // u [rows, HV, V] (16-bit), gamma [rows, HV] (fp32, in-chunk cumulative log-decay in log2 units).
   RowTensor w, u, gamma;
   int64_t wy_slots = 0;                    // grid.x of the WY kernel (ChunkSlot)
-  // What the backward keeps from the forward (absent in inference): T0 = (I + L)^-1 [rows, HV, 64]
+  // What the backward keeps from the forward (absent in inference): T = (I + L)^-1 [rows, HV, 64]
   // and v_new [rows, HV, V] (16-bit), each chunk's start state [slots, HV, DK, V] (16-bit, slot as
   // ChunkSlot numbers the chunks). With o.ptr == nullptr the recurrence computes no output.
   RowTensor tmat, vnew;

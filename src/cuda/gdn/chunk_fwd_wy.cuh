@@ -78,16 +78,19 @@ struct WyChunk {
     }
   }
 
-  // T0 (fp32 [C][C] in shared memory) -> its live rows of a.tmat in 16-bit, 8 columns a store;
-  // only reads T0, so the operands below are built from it without a barrier between.
-  CUTE_DEVICE void store_t0(const float* sT, int valid) const {
+  // T = (I + L_Gamma)^-1 of the gated L (spec/gdn.md), the backward's: T0 is its ungated twin, and
+  // L_Gamma = D L D^-1 with D = diag(exp(gamma)) gives T_rc = T0_rc exp(gamma_r - gamma_c) (r >= c:
+  // the exponent is <= 0). Live rows to a.tmat in 16-bit, 8 columns a store. Reads T0 and gamma
+  // only, so the operands below are built from T0 without a barrier between.
+  CUTE_DEVICE void store_t(const float* sT, const float* gamma, int valid) const {
     CUTE_UNROLL
     for (int i = 0; i < kC * kC / 8 / 128; ++i) {
       const int piece = tid + 128 * i, r = piece / (kC / 8), c = (piece % (kC / 8)) * 8;
       if (r >= valid) continue;
-      const float4 x = *reinterpret_cast<const float4*>(&sT[r * kC + c]);
-      const float4 y = *reinterpret_cast<const float4*>(&sT[r * kC + c + 4]);
-      const uint4 v{pack2<Element>(x.x, x.y), pack2<Element>(x.z, x.w), pack2<Element>(y.x, y.y), pack2<Element>(y.z, y.w)};
+      float x[8];
+      CUTE_UNROLL
+      for (int e = 0; e < 8; ++e) x[e] = c + e <= r ? sT[r * kC + c + e] * ex2(gamma[r] - gamma[c + e]) : 0.f;
+      const uint4 v{pack2<Element>(x[0], x[1]), pack2<Element>(x[2], x[3]), pack2<Element>(x[4], x[5]), pack2<Element>(x[6], x[7])};
       st_global_v4(static_cast<Element*>(a.tmat.ptr) + it.row(a.tmat, t0() + r, it.hv) + c, v);
     }
   }
@@ -147,7 +150,7 @@ struct WyChunk {
     }
     sync();
     invert_unit_lower_64(sT, sm.scratch.data(), [] { sync(); });
-    if (a.tmat.ptr) store_t0(sT, valid);
+    if (a.tmat.ptr) store_t(sT, sm.gamma, valid);
 
     // A operands: Tw_rc = T0_rc beta_c exp(gamma_r), Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c)
     // (only r >= c: above the diagonal T0 is 0 and the exponent could overflow). One after the
