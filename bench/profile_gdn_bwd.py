@@ -1,0 +1,53 @@
+"""bench/profile_gdn_bwd.py — where the chunked GDN forward + backward spends its GPU time: one
+case (default B4 T8192 H16, K = V = 128, l2norm, initial and final state) under torch.profiler,
+per-kernel CUDA time summed over --iters iterations and divided by them.
+
+    python3 bench/profile_gdn_bwd.py [--B 4 --T 8192 --H 16] [--iters 10]
+"""
+import argparse, os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import attnkit
+from bench_gdn_chunk import D, make_inputs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--B", type=int, default=4)
+    ap.add_argument("--T", type=int, default=8192)
+    ap.add_argument("--H", type=int, default=16)
+    ap.add_argument("--iters", type=int, default=10)
+    args = ap.parse_args()
+    q, k, v, g, beta, cu = make_inputs(args.B, args.T, args.H, None)
+    h0 = torch.randn(args.B, args.H, D, D, device="cuda")
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, g, beta, h0)]
+    do, dht = torch.randn_like(v), torch.randn_like(h0)
+
+    def step():
+        o, s = attnkit.chunk_gated_delta_rule(*leaves[:5], initial_state=leaves[5], output_final_state=True,
+                                              use_qk_l2norm_in_kernel=True)
+        torch.autograd.grad((o, s), leaves, (do, dht))
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(args.iters):
+            step()
+        torch.cuda.synchronize()
+    totals = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            name = e.name.split("<")[0].split("(")[0][:60]
+            totals[name] = totals.get(name, 0.0) + e.device_time / 1000.0
+    total = sum(totals.values()) / args.iters
+    print(f"B{args.B} T{args.T} H{args.H}: {total:.3f} ms of kernels per forward + backward")
+    for name, ms in sorted(totals.items(), key=lambda x: -x[1]):
+        print(f"  {ms / args.iters:8.4f} ms  {name}")
+
+
+if __name__ == "__main__":
+    main()
