@@ -24,6 +24,11 @@ struct ChunkBwdArgs {
   // Outputs: dv (the op's, [B, T, HV, V] 16-bit); per value head, fp32 in the workspace: dq, dk
   // [rows, HV, K], dbeta and dg [rows, HV] (dg: in-chunk reverse cumsum of dgamma done).
   RowTensor dv, dq, dk, dbeta, dg;
+  // Without GVA (H == HV) dq, dk are final here: `direct` writes them in 16 bits to dq_out, dk_out
+  // (the op's), through the in-op l2norm's backward when rstd_q / rstd_k (fp32 [rows, H], the
+  // inverse norms of the raw rows) are given: dx = rstd (dy - y (y . dy)), y the normalised row.
+  bool direct = false;
+  RowTensor dq_out, dk_out, rstd_q, rstd_k;
   const int64_t* cu_seqlens = nullptr;
   int64_t tokens = 0;
   int num_seqs = 0, H = 0, HV = 0, v_blocks = 1;  // v_blocks: WorkItem's; one block per CTA here
@@ -31,12 +36,17 @@ struct ChunkBwdArgs {
   bool vec16 = false;  // q, k, v, dout rows 16-byte aligned (cp.async), else element copies
 };
 
+// The l2norm pass before: raw rows q, k -> normalised qn, kn (16-bit) and inverse norms (fp32).
+struct L2normRows {
+  RowTensor q, k, qn, kn, rstd_q, rstd_k;
+};
+
 // The finishing passes over tokens (after the per-chunk kernel): GVA sums and the in-op
 // l2norm's backward for dq, dk; sigmoid and fused-gate backward for dbeta, dg; dA_log, ddt_bias.
 struct BwdFinishArgs {
   RowTensor q, k;                 // the op's raw q, k (16-bit) and
   RowTensor dq_out, dk_out;       // their gradients (16-bit, the op's)
-  RowTensor dq, dk;               // fp32 [rows, HV, K] per value head (workspace)
+  RowTensor dq, dk;               // fp32 [rows, HV, K] per value head (workspace); absent: done
   RowTensor dbeta, dg;            // fp32 [rows, HV] (workspace)
   TokenTensor beta, g;            // the op's raw beta, g
   void* dbeta_out = nullptr;      // [B, T, HV] in beta's dtype

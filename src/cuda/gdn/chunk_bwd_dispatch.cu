@@ -21,8 +21,7 @@
 namespace attnkit::cuda {
 namespace gdn {
 template <class E, int kD>
-cudaError_t launch_gdn_bwd_l2norm(const RowTensor& q, const RowTensor& k, const RowTensor& qn, const RowTensor& kn,
-                                  int64_t rows, int64_t T, int H, cudaStream_t stream);
+cudaError_t launch_gdn_bwd_l2norm(const L2normRows& a, int64_t rows, int64_t T, int H, cudaStream_t stream);
 template <class E, int kD>
 cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_local, cudaStream_t stream);
 template <class E, int kD>
@@ -40,7 +39,7 @@ namespace {
 // One buffer after the other, each 256-byte aligned; sizes from the inputs alone.
 struct BwdWorkspace {
   int64_t rows = 0, T = 0, H = 0, HV = 0, D = 0, slots = 0, seqs = 0;
-  size_t qn = 0, kn = 0, w = 0, u = 0, gamma = 0, tmat = 0, vnew = 0, states = 0, dv2 = 0, dh = 0;
+  size_t qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, w = 0, u = 0, gamma = 0, tmat = 0, vnew = 0, states = 0, dv2 = 0, dh = 0;
   size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, total = 0;
   explicit BwdWorkspace(const GdnBwdParams& p) {
     const GdnInputs& in = p.in;
@@ -61,6 +60,8 @@ struct BwdWorkspace {
     if (in.use_qk_l2norm) {
       qn = take(rows * H * D * 2);
       kn = take(rows * H * D * 2);
+      rstd_q = take(rows * H * 4);
+      rstd_k = take(rows * H * 4);
     }
     w = take(rows * HV * D * 2);
     u = take(rows * HV * D * 2);  // u, then dv_local (u is spent once the recurrence is done)
@@ -70,15 +71,21 @@ struct BwdWorkspace {
     dv2 = take(rows * HV * D * 2);
     states = take(slots * HV * D * D * 2);
     dh = take(slots * HV * D * D * 2);
-    dq = take(rows * HV * D * 4);
-    dk = take(rows * HV * D * 4);
+    if (HV != H) {  // GVA: dq, dk per value head, summed by the finish pass
+      dq = take(rows * HV * D * 4);
+      dk = take(rows * HV * D * 4);
+    }
     dbeta = take(rows * HV * 4);
     dg = take(rows * HV * 4);
     if (varlen) first = take(seqs * 8);
   }
-  // [rows, heads, width] at offset `at` as RowTensor (element strides).
+  // [rows, heads, width] at offset `at` as RowTensor (element strides); for optional_rows, at == 0
+  // means not taken (every optional buffer comes after w, u, gamma).
   gdn::RowTensor rows_of(char* base, size_t at, int64_t heads, int64_t width) const {
     return {base + at, T * heads * width, heads * width, width};
+  }
+  gdn::RowTensor optional_rows(char* base, size_t at, int64_t heads, int64_t width) const {
+    return at ? rows_of(base, at, heads, width) : gdn::RowTensor{};
   }
 };
 
@@ -109,13 +116,14 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   const GdnInputs& raw = p.in;
   const bool varlen = raw.cu_seqlens.defined();
   GdnInputs in = raw;  // what every kernel below reads: q, k normalised when the op normalises
+  gdn::L2normRows l2;
   if (raw.use_qk_l2norm) {
-    const gdn::RowTensor qn = ws.rows_of(base, ws.qn, ws.H, kD), kn = ws.rows_of(base, ws.kn, ws.H, kD);
-    ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_bwd_l2norm<E, kD>(gdn::row_tensor(raw.q, varlen), gdn::row_tensor(raw.k, varlen),
-                                                                         qn, kn, ws.rows, ws.T, static_cast<int>(ws.H), stream),
-                                        "gdn_backward"));
-    in.q = workspace_rows(raw.q, qn);
-    in.k = workspace_rows(raw.k, kn);
+    l2 = {gdn::row_tensor(raw.q, varlen), gdn::row_tensor(raw.k, varlen), ws.rows_of(base, ws.qn, ws.H, kD),
+          ws.rows_of(base, ws.kn, ws.H, kD),  ws.rows_of(base, ws.rstd_q, ws.H, 1), ws.rows_of(base, ws.rstd_k, ws.H, 1)};
+    ATTNKIT_RETURN_IF_ERROR(
+        cuda_status(gdn::launch_gdn_bwd_l2norm<E, kD>(l2, ws.rows, ws.T, static_cast<int>(ws.H), stream), "gdn_backward"));
+    in.q = workspace_rows(raw.q, l2.qn);
+    in.k = workspace_rows(raw.k, l2.kn);
     in.use_qk_l2norm = false;
   }
 
@@ -146,8 +154,13 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   b.dv_local = f.u;
   b.dv2 = ws.rows_of(base, ws.dv2, ws.HV, kD);
   b.dv = gdn::row_tensor(p.dv, varlen);
-  b.dq = ws.rows_of(base, ws.dq, ws.HV, kD);
-  b.dk = ws.rows_of(base, ws.dk, ws.HV, kD);
+  b.dq = ws.optional_rows(base, ws.dq, ws.HV, kD);
+  b.dk = ws.optional_rows(base, ws.dk, ws.HV, kD);
+  b.direct = ws.H == ws.HV;  // no GVA: dq, dk final in the per-chunk kernel
+  b.dq_out = gdn::row_tensor(p.dq, varlen);
+  b.dk_out = gdn::row_tensor(p.dk, varlen);
+  b.rstd_q = l2.rstd_q;
+  b.rstd_k = l2.rstd_k;
   b.dbeta = ws.rows_of(base, ws.dbeta, ws.HV, 1);
   b.dg = ws.rows_of(base, ws.dg, ws.HV, 1);
   b.cu_seqlens = f.cu_seqlens;

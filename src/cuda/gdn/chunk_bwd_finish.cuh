@@ -32,17 +32,18 @@ __device__ void warp_l2norm(float (&x)[kD / 32], float& rstd) {
   for (int i = 0; i < kD / 32; ++i) x[i] *= rstd;
 }
 
-// One warp per (row, head): qn, kn = l2norm(q), l2norm(k) in 16 bits.
+// One warp per (row, head): qn, kn = l2norm(q), l2norm(k) in 16 bits, and their inverse norms
+// (fp32 [rows, H]) for the per-chunk kernel's l2norm backward.
 template <class E, int kD>
-__global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(RowTensor q, RowTensor k, RowTensor qn, RowTensor kn,
-                                                                          int64_t rows, int64_t T, int H) {
+__global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(const L2normRows a, int64_t rows, int64_t T, int H) {
   const int64_t item = (int64_t(blockIdx.x) * kFinishThreads + threadIdx.x) / 32;
   if (item >= rows * H) return;
   const int64_t row = item / H;
   const int h = static_cast<int>(item % H), lane = threadIdx.x % 32;
   for (int which = 0; which < 2; ++which) {
-    const RowTensor& src = which ? k : q;
-    const RowTensor& dst = which ? kn : qn;
+    const RowTensor& src = which ? a.k : a.q;
+    const RowTensor& dst = which ? a.kn : a.qn;
+    const RowTensor& rstd_out = which ? a.rstd_k : a.rstd_q;
     const E* in = static_cast<const E*>(src.ptr) + offset_of(src, row, T, h);
     E* out = static_cast<E*>(dst.ptr) + offset_of(dst, row, T, h);
     float x[kD / 32], rstd;
@@ -51,6 +52,7 @@ __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(RowTenso
     warp_l2norm<kD>(x, rstd);
 #pragma unroll
     for (int i = 0; i < kD / 32; ++i) out[lane + 32 * i] = E(x[i]);
+    if (lane == 0) static_cast<float*>(rstd_out.ptr)[offset_of(rstd_out, row, T, h)] = rstd;
   }
 }
 

@@ -36,6 +36,7 @@ struct ChunkBwdVectors {
   float row_dgam[2][64], row_dbeta[2][64];  // per column half: row sums
   float col_dgam[4][64];      // per row block: column sums (dgamma_j -= sum_i beta_i Z_ij)
   float last[8];              // per warp: its share of the chunk-end terms of dgamma_last
+  float row_dot[2][64];       // per column half: y . dy of the l2norm backward
   float dgam[64];
 };
 template <int kD>
@@ -122,16 +123,55 @@ struct ChunkBwd {
           *reinterpret_cast<float2*>(out + it.row(x, t0() + row(2 * h), it.hv) + n0 + Acc<kHalf>::col(t, 0)) =
               make_float2(acc.c[t][2 * h], acc.c[t][2 * h + 1]);
   }
-  // acc's live rows -> 16-bit [B, T, HV, D] at columns n0.. (dv, dv_local).
-  __device__ void store_16(const Acc<kHalf>& acc, const RowTensor& x, int n0) const {
+  // acc's live rows -> 16-bit [B, T, heads, D] at columns n0.. of `head` (dv, dv_local, dq, dk).
+  __device__ void store_16(const Acc<kHalf>& acc, const RowTensor& x, int n0, int head) const {
     auto* out = static_cast<E*>(x.ptr);
 #pragma unroll
     for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         if (row(2 * h) < valid)
-          *reinterpret_cast<uint32_t*>(out + it.row(x, t0() + row(2 * h), it.hv) + n0 + Acc<kHalf>::col(t, 0)) =
+          *reinterpret_cast<uint32_t*>(out + it.row(x, t0() + row(2 * h), head) + n0 + Acc<kHalf>::col(t, 0)) =
               pack2<E>(acc.c[t][2 * h], acc.c[t][2 * h + 1]);
+  }
+
+  // dq or dk of this value head out: fp32 per value head for the GVA sums (finish pass), or (direct)
+  // the op's gradient, after the l2norm backward with the normalised rows y and inverse norms rstd.
+  // Called by every thread (the l2norm's row sums meet in shared memory).
+  __device__ void store_grad(Acc<kHalf>& acc, const Rows& y, const RowTensor& rstd, const RowTensor& ws,
+                             const RowTensor& out, int n0) {
+    if (!a.direct) return store_f32(acc, ws, n0);
+    if (rstd.ptr) {
+      const int lane = threadIdx.x % 32;
+      float dot[2] = {0.f, 0.f};
+#pragma unroll
+      for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
+#pragma unroll
+        for (int hh = 0; hh < 2; ++hh) {
+          const float2 yy = tiles::load2<E>(y, row(2 * hh), n0 + Acc<kHalf>::col(t, 0));
+          dot[hh] += acc.c[t][2 * hh] * yy.x + acc.c[t][2 * hh + 1] * yy.y;
+        }
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        dot[hh] = tiles::quad_sum(dot[hh]);
+        if (lane % 4 == 0) vec.row_dot[side][row(2 * hh)] = dot[hh];
+      }
+      __syncthreads();
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int r = row(2 * hh);
+        const float d = vec.row_dot[0][r] + vec.row_dot[1][r];
+        const float rs = r < valid ? static_cast<const float*>(rstd.ptr)[it.row(rstd, t0() + r, it.h)] : 0.f;
+#pragma unroll
+        for (int t = 0; t < Acc<kHalf>::kTiles; ++t) {
+          const float2 yy = tiles::load2<E>(y, r, n0 + Acc<kHalf>::col(t, 0));
+          acc.c[t][2 * hh] = rs * (acc.c[t][2 * hh] - yy.x * d);
+          acc.c[t][2 * hh + 1] = rs * (acc.c[t][2 * hh + 1] - yy.y * d);
+        }
+      }
+      __syncthreads();  // row_dot is read before the next call rewrites it
+    }
+    store_16(acc, out, n0, it.h);
   }
 
   // Step 1: dv_loc [64, D] = scale (tril(Q K^T) Gamma)^T do.
@@ -162,7 +202,7 @@ struct ChunkBwd {
     Acc<kHalf> o;
     o.zero();
     tiles::mma<E, 64, kRow, kTr>(o, at, m0, dout, kHalf * side);
-    store_16(o, a.dv_local, kHalf * side);
+    store_16(o, a.dv_local, kHalf * side, it.hv);
   }
 
   __device__ void gradients();
@@ -179,22 +219,25 @@ __device__ void ChunkBwd<E, kD>::gradients() {
   {
     const int64_t slot = ChunkSlot::first(a, it.n) + j;
     const int64_t at = (slot * a.HV + it.hv) * int64_t(kD) * kD;
-    load_rows(q, static_cast<const E*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
-    load_rows(k, static_cast<const E*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
-    load_rows(v, static_cast<const E*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
+    // Three copy groups, in the order the products below need them, so that compute starts on
+    // the first while the others land: dv2 and H (dw); do, v_new, dh, K (dq, dki, dP); Q, V, T.
+    load_rows(dv2, static_cast<const E*>(a.dv2.ptr), a.dv2, it, it.hv, j, valid, true);
+    load_state(h, static_cast<const E*>(a.states) + at);
+    cp_async_commit();
     load_rows(dout, static_cast<const E*>(a.dout.ptr), a.dout, it, it.hv, j, valid, a.vec16);
     load_rows(vn, static_cast<const E*>(a.vnew.ptr), a.vnew, it, it.hv, j, valid, true);
-    load_rows(dv2, static_cast<const E*>(a.dv2.ptr), a.dv2, it, it.hv, j, valid, true);
-    load_rows(tm, static_cast<const E*>(a.tmat.ptr), a.tmat, it, it.hv, j, valid, true);
-    load_state(h, static_cast<const E*>(a.states) + at);
     load_state(dh, static_cast<const E*>(a.dh) + at);
+    load_rows(k, static_cast<const E*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
+    cp_async_commit();
+    load_rows(q, static_cast<const E*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
+    load_rows(v, static_cast<const E*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
+    load_rows(tm, static_cast<const E*>(a.tmat.ptr), a.tmat, it, it.hv, j, valid, true);
     cp_async_commit();
   }
   load_vectors();
-  cp_async_wait<0>();
-  __syncthreads();
+  cp_async_wait<2>();
+  __syncthreads();  // dv2, H, gamma, beta
   exponentials();
-  __syncthreads();
 
   float row_dgam[2] = {0.f, 0.f}, row_dbeta[2] = {0.f, 0.f};  // rows row(0), row(2)
   float last = 0.f;  // this thread's share of dgamma_last's extra terms
@@ -210,6 +253,8 @@ __device__ void ChunkBwd<E, kD>::gradients() {
       for (int e = 0; e < 4; ++e) x.c[t][e] = -x.c[t][e];
     tiles::store<E>(x, dw, m0, n0);
   }
+  cp_async_wait<1>();
+  __syncthreads();  // do, v_new, dh, K; exp(gamma)
   // dq = scale diag(exp(gamma)) do H^T ; dk = dki = diag(exp(gamma_last - gamma)) v_new dh^T.
   Acc<kHalf> dq, dk;
   dq.zero();
@@ -252,7 +297,8 @@ __device__ void ChunkBwd<E, kD>::gradients() {
     }
     last += vec.eg[63] * s;
   }
-  __syncthreads();  // dw, dP complete
+  cp_async_wait<0>();
+  __syncthreads();  // dw, dP complete; Q, V, T
 
   // dq += dP K ; dk += dP^T Q; then dgamma_r = sum(dq q) - sum(dk k) and dq is done.
   tiles::mma<E, 64, kRow, kTr>(dq, sq0, m0, k, n0);
@@ -265,7 +311,7 @@ __device__ void ChunkBwd<E, kD>::gradients() {
       const float2 qq = tiles::load2<E>(q, r, c), kk = tiles::load2<E>(k, r, c);
       row_dgam[hh] += dq.c[t][2 * hh] * qq.x + dq.c[t][2 * hh + 1] * qq.y - dk.c[t][2 * hh] * kk.x - dk.c[t][2 * hh + 1] * kk.y;
     }
-  store_f32(dq, a.dq, n0);
+  store_grad(dq, q, a.rstd_q, a.dq, a.dq_out, n0);
 
   // WY part. dkbg = T^T dw: dk += diag(beta exp(gamma)) dkbg; dbeta, dgamma += its row dots with K.
   {
@@ -303,7 +349,7 @@ __device__ void ChunkBwd<E, kD>::gradients() {
       }
       row_dbeta[hh] += s;
     }
-    store_16(y, a.dv, n0);
+    store_16(y, a.dv, n0, it.hv);
   }
   // dT = dw kbg^T + dv2 vb^T, strictly lower: dT_ij = beta_j (exp(gamma_j) (dw K^T)_ij + (dv2 V^T)_ij).
   {
@@ -363,7 +409,7 @@ __device__ void ChunkBwd<E, kD>::gradients() {
   __syncthreads();
   tiles::mma<E, 64, kRow, kTr>(dk, sq1, m0, k, n0);
   tiles::mma<E, 64, kTr, kTr>(dk, sq1, m0, k, n0);
-  store_f32(dk, a.dk, n0);
+  store_grad(dk, k, a.rstd_k, a.dk, a.dk_out, n0);
 
   // Row and chunk sums, then dg = the in-chunk reverse cumsum of dgamma.
 #pragma unroll

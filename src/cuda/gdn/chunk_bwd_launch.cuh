@@ -11,11 +11,10 @@
 namespace attnkit::cuda::gdn {
 
 template <class E, int kD>
-cudaError_t launch_gdn_bwd_l2norm(const RowTensor& q, const RowTensor& k, const RowTensor& qn, const RowTensor& kn,
-                                  int64_t rows, int64_t T, int H, cudaStream_t stream) {
+cudaError_t launch_gdn_bwd_l2norm(const L2normRows& a, int64_t rows, int64_t T, int H, cudaStream_t stream) {
   const int64_t blocks = (rows * H * 32 + kFinishThreads - 1) / kFinishThreads;
   if (blocks == 0) return cudaSuccess;
-  gdn_bwd_l2norm_kernel<E, kD><<<static_cast<unsigned>(blocks), kFinishThreads, 0, stream>>>(q, k, qn, kn, rows, T, H);
+  gdn_bwd_l2norm_kernel<E, kD><<<static_cast<unsigned>(blocks), kFinishThreads, 0, stream>>>(a, rows, T, H);
   return cudaGetLastError();
 }
 
@@ -42,8 +41,10 @@ template <class E, int kD>
 cudaError_t launch_gdn_bwd_finish(const BwdFinishArgs& a, cudaStream_t stream) {
   const int64_t rows = a.B * a.T;
   if (rows == 0) return cudaSuccess;
-  const int64_t qk_blocks = (rows * a.H * 32 + kFinishThreads - 1) / kFinishThreads;
-  gdn_bwd_qk_finish_kernel<E, kD><<<static_cast<unsigned>(qk_blocks), kFinishThreads, 0, stream>>>(a);
+  if (a.dq.ptr) {  // GVA: dq, dk still per value head
+    const int64_t qk_blocks = (rows * a.H * 32 + kFinishThreads - 1) / kFinishThreads;
+    gdn_bwd_qk_finish_kernel<E, kD><<<static_cast<unsigned>(qk_blocks), kFinishThreads, 0, stream>>>(a);
+  }
   const int64_t token_blocks = (rows * a.HV + kFinishThreads - 1) / kFinishThreads;
   gdn_bwd_token_finish_kernel<E><<<static_cast<unsigned>(token_blocks), kFinishThreads, 0, stream>>>(a);
   if (a.A_log) gdn_bwd_gate_sums_kernel<E><<<static_cast<unsigned>(a.HV), kFinishThreads, 0, stream>>>(a);
