@@ -223,20 +223,18 @@ __device__ void ChunkBwd<E, kD>::gradients() {
     // the first while the others land: dv2 and H (dw); do, v_new, dh, K (dq, dki, dP); Q, V, T.
     load_rows(dv2, static_cast<const E*>(a.dv2.ptr), a.dv2, it, it.hv, j, valid, true);
     load_state(h, static_cast<const E*>(a.states) + at);
-    cp_async_commit();
     load_rows(dout, static_cast<const E*>(a.dout.ptr), a.dout, it, it.hv, j, valid, a.vec16);
     load_rows(vn, static_cast<const E*>(a.vnew.ptr), a.vnew, it, it.hv, j, valid, true);
     load_state(dh, static_cast<const E*>(a.dh) + at);
     load_rows(k, static_cast<const E*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
-    cp_async_commit();
     load_rows(q, static_cast<const E*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
     load_rows(v, static_cast<const E*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
     load_rows(tm, static_cast<const E*>(a.tmat.ptr), a.tmat, it, it.hv, j, valid, true);
     cp_async_commit();
   }
   load_vectors();
-  cp_async_wait<2>();
-  __syncthreads();  // dv2, H, gamma, beta
+  cp_async_wait<0>();
+  __syncthreads();
   exponentials();
 
   float row_dgam[2] = {0.f, 0.f}, row_dbeta[2] = {0.f, 0.f};  // rows row(0), row(2)
@@ -253,8 +251,7 @@ __device__ void ChunkBwd<E, kD>::gradients() {
       for (int e = 0; e < 4; ++e) x.c[t][e] = -x.c[t][e];
     tiles::store<E>(x, dw, m0, n0);
   }
-  cp_async_wait<1>();
-  __syncthreads();  // do, v_new, dh, K; exp(gamma)
+  __syncthreads();  // exp(gamma)
   // dq = scale diag(exp(gamma)) do H^T ; dk = dki = diag(exp(gamma_last - gamma)) v_new dh^T.
   Acc<kHalf> dq, dk;
   dq.zero();
@@ -297,8 +294,7 @@ __device__ void ChunkBwd<E, kD>::gradients() {
     }
     last += vec.eg[63] * s;
   }
-  cp_async_wait<0>();
-  __syncthreads();  // dw, dP complete; Q, V, T
+  __syncthreads();  // dw, dP complete
 
   // dq += dP K ; dk += dP^T Q; then dgamma_r = sum(dq q) - sum(dk k) and dq is done.
   tiles::mma<E, 64, kRow, kTr>(dq, sq0, m0, k, n0);
