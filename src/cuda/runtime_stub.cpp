@@ -32,6 +32,10 @@ Status gdn_forward(const GdnFwdParams&) {
   return Unsupported("gdn_forward: this build has no CUDA kernels (configured without nvcc)");
 }
 size_t gdn_forward_workspace_size(const GdnFwdParams&) { return 0; }
+Status gdn_backward(const GdnBwdParams&) {
+  return Unsupported("gdn_backward: this build has no CUDA kernels (configured without nvcc)");
+}
+size_t gdn_backward_workspace_size(const GdnBwdParams&) { return 0; }
 Status gdn_decode(const GdnDecodeParams&) {
   return Unsupported("gdn_decode: this build has no CUDA kernels (configured without nvcc)");
 }
