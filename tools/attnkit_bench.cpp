@@ -187,6 +187,26 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
   const double ms = median_event_ms(reps, [&] { return gdn_forward(p); });
   rows.push_back({"gdn chunk fwd [gpu]", "B4 T8192 H16 K=V=128 bf16", ms, fmt("%.3f Mtok/s", B * T / ms / 1e3)});
 
+  // The whole chunked backward at the same shape (do = the forward's output; no state gradients).
+  void *dq, *dk, *dvv, *dgd, *dbd, *bws;
+  for (void** ptr : {&dq, &dk, &dvv}) cudaMalloc(ptr, n * 2);
+  cudaMalloc(&dgd, ng * 4);
+  cudaMalloc(&dbd, ng * 2);
+  GdnBwdParams b;
+  b.in = p.in;
+  b.dout = p.out;
+  b.dq = TensorView::contiguous(dq, DType::kBFloat16, dev, {B, T, H, D});
+  b.dk = TensorView::contiguous(dk, DType::kBFloat16, dev, {B, T, H, D});
+  b.dv = TensorView::contiguous(dvv, DType::kBFloat16, dev, {B, T, H, D});
+  b.dg = TensorView::contiguous(dgd, DType::kFloat32, dev, {B, T, H});
+  b.dbeta = TensorView::contiguous(dbd, DType::kBFloat16, dev, {B, T, H});
+  const size_t bws_bytes = gdn_backward_workspace_size(b);
+  cudaMalloc(&bws, bws_bytes);
+  b.workspace = {bws, bws_bytes};
+  const double ms_bwd = median_event_ms(reps, [&] { return gdn_backward(b); });
+  rows.push_back({"gdn chunk bwd [gpu]", "B4 T8192 H16 K=V=128 bf16", ms_bwd, fmt("%.3f Mtok/s", B * T / ms_bwd / 1e3)});
+  for (void* ptr : {dq, dk, dvv, dgd, dbd, bws}) cudaFree(ptr);
+
   // bwd_dhu at issue 6's first shape (B2 T8192 H16, scalar gate) on the first two sequences'
   // rows: w and dv from v, do from o (values do not change the kernel's time).
   const int64_t Bd = 2, nt = T / 64;

@@ -88,13 +88,7 @@ void check_backward(const GdnCase& c, uint32_t seed = 41) {
 }
 
 GdnCase bwd_case(DType dt, int64_t D, int64_t T) {
-  GdnCase c;
-  c.dt = dt;
-  c.B = 2;
-  c.T = T;
-  c.H = 2;
-  c.HV = 4;
-  c.K = c.V = D;
+  GdnCase c = head_case(dt, D, T);
   c.g_lo = -0.1;
   return c;
 }

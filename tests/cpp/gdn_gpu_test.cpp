@@ -221,13 +221,7 @@ void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
 }
 
 GdnCase chunk_case(DType dt, int64_t D, int64_t T) {
-  GdnCase c;
-  c.dt = dt;
-  c.B = 2;
-  c.T = T;
-  c.H = 2;
-  c.HV = 4;
-  c.K = c.V = D;
+  GdnCase c = head_case(dt, D, T);
   c.l2norm = true;
   return c;
 }

@@ -183,6 +183,18 @@ inline void gdn_oracle(const GdnCase& c, const GdnData& d, std::vector<double>& 
     }
 }
 
+// The GPU suites' base case: B = 2, H = 2 query/key heads, HV = 4 value heads, K = V = D.
+inline GdnCase head_case(DType dt, int64_t D, int64_t T) {
+  GdnCase c;
+  c.dt = dt;
+  c.B = 2;
+  c.T = T;
+  c.H = 2;
+  c.HV = 4;
+  c.K = c.V = D;
+  return c;
+}
+
 // ---- backward helpers (gradients of the loss sum(o * W) + sum(ht * W2)) ----
 
 struct GdnGrads {

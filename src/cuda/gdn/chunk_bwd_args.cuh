@@ -36,6 +36,13 @@ struct ChunkBwdArgs {
   bool vec16 = false;  // q, k, v, dout rows 16-byte aligned (cp.async), else element copies
 };
 
+// A [B, T, heads] output of any float dtype: strides of (b, t, head) (varlen: batch stride 0).
+struct TokenOut {
+  void* ptr = nullptr;
+  DType dtype = DType::kFloat32;
+  int64_t sb = 0, st = 0, sh = 0;
+};
+
 // The l2norm pass before: raw rows q, k -> normalised qn, kn (16-bit) and inverse norms (fp32).
 struct L2normRows {
   RowTensor q, k, qn, kn, rstd_q, rstd_k;
@@ -49,12 +56,8 @@ struct BwdFinishArgs {
   RowTensor dq, dk;               // fp32 [rows, HV, K] per value head (workspace); absent: done
   RowTensor dbeta, dg;            // fp32 [rows, HV] (workspace)
   TokenTensor beta, g;            // the op's raw beta, g
-  void* dbeta_out = nullptr;      // [B, T, HV] in beta's dtype
-  DType dbeta_dtype = DType::kFloat32;
-  int64_t dbeta_sb = 0, dbeta_st = 0, dbeta_sh = 0;
-  void* dg_out = nullptr;         // [B, T, HV] in g's dtype (absent: no gate)
-  DType dg_dtype = DType::kFloat32;
-  int64_t dg_sb = 0, dg_st = 0, dg_sh = 0;
+  TokenOut dbeta_out;             // [B, T, HV] in beta's dtype
+  TokenOut dg_out;                // [B, T, HV] in g's dtype (absent: no gate)
   const float* A_log = nullptr;   // fused gate
   const float* dt_bias = nullptr;
   int64_t a_stride = 1, dt_stride = 1;

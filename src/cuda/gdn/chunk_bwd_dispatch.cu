@@ -233,18 +233,11 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   e.dg = b.dg;
   e.beta = b.beta;
   e.g = token_tensor(raw.g, varlen);
-  e.dbeta_out = p.dbeta.data;
-  e.dbeta_dtype = p.dbeta.dtype;
-  e.dbeta_sb = varlen ? 0 : p.dbeta.strides[0];
-  e.dbeta_st = p.dbeta.strides[1];
-  e.dbeta_sh = p.dbeta.strides[2];
-  if (raw.g.defined()) {
-    e.dg_out = p.dg.data;
-    e.dg_dtype = p.dg.dtype;
-    e.dg_sb = varlen ? 0 : p.dg.strides[0];
-    e.dg_st = p.dg.strides[1];
-    e.dg_sh = p.dg.strides[2];
-  }
+  auto token_out = [&](const TensorView& t) {
+    return gdn::TokenOut{t.data, t.dtype, varlen ? 0 : t.strides[0], t.strides[1], t.strides[2]};
+  };
+  e.dbeta_out = token_out(p.dbeta);
+  if (raw.g.defined()) e.dg_out = token_out(p.dg);
   if (raw.A_log.defined()) {
     e.A_log = f.A_log;
     e.dt_bias = f.dt_bias;

@@ -94,12 +94,13 @@ __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_qk_finish_kernel(CUTE_
   }
 }
 
-__device__ inline void store_any(void* p, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::kBFloat16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-    case DType::kFloat16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-    case DType::kFloat64: static_cast<double*>(p)[i] = v; break;
-    default: static_cast<float*>(p)[i] = v;
+__device__ inline void store_token(const TokenOut& o, int64_t b, int64_t t, int head, float v) {
+  const int64_t i = b * o.sb + t * o.st + head * o.sh;
+  switch (o.dtype) {
+    case DType::kBFloat16: static_cast<__nv_bfloat16*>(o.ptr)[i] = __float2bfloat16_rn(v); break;
+    case DType::kFloat16: static_cast<__half*>(o.ptr)[i] = __float2half_rn(v); break;
+    case DType::kFloat64: static_cast<double*>(o.ptr)[i] = v; break;
+    default: static_cast<float*>(o.ptr)[i] = v;
   }
 }
 
@@ -116,12 +117,12 @@ __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_token_finish_kernel(CU
     const float s = sigmoid(a.beta.at(b, t, hv));
     db *= s * (1.f - s);
   }
-  store_any(a.dbeta_out, a.dbeta_dtype, b * a.dbeta_sb + t * a.dbeta_st + hv * a.dbeta_sh, db);
-  if (!a.dg_out) return;
+  store_token(a.dbeta_out, b, t, hv, db);
+  if (!a.dg_out.ptr) return;
   float dg = static_cast<const float*>(a.dg.ptr)[offset_of(a.dg, row, a.T, hv)];
   if (a.A_log)  // g = -exp(A_log) softplus(x + dt_bias): dg/dx = -exp(A_log) sigmoid(x + dt_bias)
     dg *= -__expf(a.A_log[hv * a.a_stride]) * sigmoid(a.g.at(b, t, hv) + a.dt_bias[hv * a.dt_stride]);
-  store_any(a.dg_out, a.dg_dtype, b * a.dg_sb + t * a.dg_st + hv * a.dg_sh, dg);
+  store_token(a.dg_out, b, t, hv, dg);
 }
 
 // One CTA per value head: dA_log = sum_t dg_t g_t, ddt_bias = sum_t dg_t dg_t/dx_t (fused gate).
