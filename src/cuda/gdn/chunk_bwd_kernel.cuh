@@ -3,8 +3,8 @@
 //   dv_local: dv_loc = scale (tril(Q K^T) Gamma)^T do                              (step 1)
 //   gradient: steps 3 and 4 from the chunk's start state H, dh (bwd_dhu's gradient of its end
 //             state), v_new, dv2 and T0 -> dq, dk (per value head), dv, dbeta, dg.
-// Warp w (of 16) owns rows 16 (w % 4) .. + 16 of every [64, x] product and a quarter of its
-// columns (w / 4): 16 warps a CTA, as one CTA fills an SM's shared memory. Every operand is a padded 16-bit tile in shared memory (warp_tiles.cuh), read as X or
+// Warp w owns rows 16 (w % 4) .. + 16 of every [64, x] product and half of its columns
+// (w / 4). Every operand is a padded 16-bit tile in shared memory (warp_tiles.cuh), read as X or
 // X^T as each product needs; fp32 accumulators in registers.
 //
 // Sums over a row or a column (dbeta, dgamma) are reduced by shuffles and written once per
@@ -30,15 +30,13 @@ struct ChunkBwdLayout {
   // dv_local needs Q, K, do (the first row tiles) and one square only.
   static constexpr int kDvlSquare = (kDo + 1) * Rows::kBytes, kDvlVec = kDvlSquare + Square::kBytes;
 };
-constexpr int kChunkBwdSides = 4;                        // column parts of a product
-constexpr int kChunkBwdThreads = 4 * kChunkBwdSides * 32;  // 4 row blocks x the parts, a warp each
 struct ChunkBwdVectors {
   float gamma[64], beta[64];  // gamma (log2 units) past the end: the last live row's; beta 0
   float eg[64], egl[64];      // exp(gamma), exp(gamma_last - gamma)
-  float row_dgam[kChunkBwdSides][64], row_dbeta[kChunkBwdSides][64];  // per column part: row sums
+  float row_dgam[2][64], row_dbeta[2][64];  // per column half: row sums
   float col_dgam[4][64];      // per row block: column sums (dgamma_j -= sum_i beta_i Z_ij)
-  float last[4 * kChunkBwdSides];  // per warp: its share of the chunk-end terms of dgamma_last
-  float row_dot[kChunkBwdSides][64];  // per column part: y . dy of the l2norm backward
+  float last[8];              // per warp: its share of the chunk-end terms of dgamma_last
+  float row_dot[2][64];       // per column half: y . dy of the l2norm backward
   float dgam[64];
 };
 template <int kD>
@@ -46,6 +44,7 @@ constexpr int chunk_bwd_smem_bytes() { return ChunkBwdLayout<kD>::kVec + int(siz
 template <int kD>
 constexpr int dv_local_smem_bytes() { return ChunkBwdLayout<kD>::kDvlVec + int(sizeof(ChunkBwdVectors)); }
 
+constexpr int kChunkBwdThreads = 256;
 
 // Rows of chunk j of one head of x into the padded tile m; rows at or past `valid` zero-filled.
 template <int kCols, class E>
@@ -75,8 +74,7 @@ struct ChunkBwd {
   using Square = typename L::Square;
   using Stored = tiles::Stored;
   static constexpr Stored kRow = Stored::kRowMajor, kTr = Stored::kTransposed;
-  static constexpr int kSides = kChunkBwdSides;
-  static constexpr int kPart = kD / kSides, kSq = 64 / kSides;  // a warp's columns of [64, D], [64, 64]
+  static constexpr int kHalf = kD / 2;  // a warp's columns of a [64, D] product
   template <int kN>
   using Acc = tiles::Acc<kN>;
 
@@ -84,7 +82,7 @@ struct ChunkBwd {
   const WorkItem& it;
   int j, valid;
   ChunkBwdVectors& vec;  // in shared memory, after the tiles
-  int warp = threadIdx.x / 32, m0 = 16 * (warp % 4), side = warp / 4;  // side: which column part
+  int warp = threadIdx.x / 32, m0 = 16 * (warp % 4), side = warp / 4;  // side: which column half
   uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(gdn_chunk_smem));
 
   __device__ Rows rows(int t) const { return {base + uint32_t(t * Rows::kBytes)}; }
@@ -115,42 +113,42 @@ struct ChunkBwd {
   }
 
   // acc's live rows -> fp32 [rows, HV, D] at columns n0.. (dq, dk).
-  __device__ void store_f32(const Acc<kPart>& acc, const RowTensor& x, int n0) const {
+  __device__ void store_f32(const Acc<kHalf>& acc, const RowTensor& x, int n0) const {
     auto* out = static_cast<float*>(x.ptr);
 #pragma unroll
-    for (int t = 0; t < Acc<kPart>::kTiles; ++t)
+    for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         if (row(2 * h) < valid)
-          *reinterpret_cast<float2*>(out + it.row(x, t0() + row(2 * h), it.hv) + n0 + Acc<kPart>::col(t, 0)) =
+          *reinterpret_cast<float2*>(out + it.row(x, t0() + row(2 * h), it.hv) + n0 + Acc<kHalf>::col(t, 0)) =
               make_float2(acc.c[t][2 * h], acc.c[t][2 * h + 1]);
   }
   // acc's live rows -> 16-bit [B, T, heads, D] at columns n0.. of `head` (dv, dv_local, dq, dk).
-  __device__ void store_16(const Acc<kPart>& acc, const RowTensor& x, int n0, int head) const {
+  __device__ void store_16(const Acc<kHalf>& acc, const RowTensor& x, int n0, int head) const {
     auto* out = static_cast<E*>(x.ptr);
 #pragma unroll
-    for (int t = 0; t < Acc<kPart>::kTiles; ++t)
+    for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         if (row(2 * h) < valid)
-          *reinterpret_cast<uint32_t*>(out + it.row(x, t0() + row(2 * h), head) + n0 + Acc<kPart>::col(t, 0)) =
+          *reinterpret_cast<uint32_t*>(out + it.row(x, t0() + row(2 * h), head) + n0 + Acc<kHalf>::col(t, 0)) =
               pack2<E>(acc.c[t][2 * h], acc.c[t][2 * h + 1]);
   }
 
   // dq or dk of this value head out: fp32 per value head for the GVA sums (finish pass), or (direct)
   // the op's gradient, after the l2norm backward with the normalised rows y and inverse norms rstd.
   // Called by every thread (the l2norm's row sums meet in shared memory).
-  __device__ void store_grad(Acc<kPart>& acc, const Rows& y, const RowTensor& rstd, const RowTensor& ws,
+  __device__ void store_grad(Acc<kHalf>& acc, const Rows& y, const RowTensor& rstd, const RowTensor& ws,
                              const RowTensor& out, int n0) {
     if (!a.direct) return store_f32(acc, ws, n0);
     if (rstd.ptr) {
       const int lane = threadIdx.x % 32;
       float dot[2] = {0.f, 0.f};
 #pragma unroll
-      for (int t = 0; t < Acc<kPart>::kTiles; ++t)
+      for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
-          const float2 yy = tiles::load2<E>(y, row(2 * hh), n0 + Acc<kPart>::col(t, 0));
+          const float2 yy = tiles::load2<E>(y, row(2 * hh), n0 + Acc<kHalf>::col(t, 0));
           dot[hh] += acc.c[t][2 * hh] * yy.x + acc.c[t][2 * hh + 1] * yy.y;
         }
 #pragma unroll
@@ -162,12 +160,11 @@ struct ChunkBwd {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int r = row(2 * hh);
-        float d = 0.f;
-        for (int p = 0; p < kSides; ++p) d += vec.row_dot[p][r];
+        const float d = vec.row_dot[0][r] + vec.row_dot[1][r];
         const float rs = r < valid ? static_cast<const float*>(rstd.ptr)[it.row(rstd, t0() + r, it.h)] : 0.f;
 #pragma unroll
-        for (int t = 0; t < Acc<kPart>::kTiles; ++t) {
-          const float2 yy = tiles::load2<E>(y, r, n0 + Acc<kPart>::col(t, 0));
+        for (int t = 0; t < Acc<kHalf>::kTiles; ++t) {
+          const float2 yy = tiles::load2<E>(y, r, n0 + Acc<kHalf>::col(t, 0));
           acc.c[t][2 * hh] = rs * (acc.c[t][2 * hh] - yy.x * d);
           acc.c[t][2 * hh + 1] = rs * (acc.c[t][2 * hh + 1] - yy.y * d);
         }
@@ -189,23 +186,23 @@ struct ChunkBwd {
     cp_async_wait<0>();
     __syncthreads();
     {  // A^T [64, 64] = K Q^T, entry (j, i) kept for i >= j, times scale exp(gamma_i - gamma_j)
-      Acc<kSq> s;
+      Acc<32> s;
       s.zero();
-      tiles::mma<E, kD, kRow, kRow>(s, k, m0, q, kSq * side);
+      tiles::mma<E, kD, kRow, kRow>(s, k, m0, q, 32 * side);
 #pragma unroll
-      for (int t = 0; t < Acc<kSq>::kTiles; ++t)
+      for (int t = 0; t < 4; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          const int r = row(e), c = kSq * side + Acc<kSq>::col(t, e);
+          const int r = row(e), c = 32 * side + Acc<32>::col(t, e);
           s.c[t][e] = c >= r ? a.scale * ex2(vec.gamma[c] - vec.gamma[r]) * s.c[t][e] : 0.f;
         }
-      tiles::store<E>(s, at, m0, kSq * side);
+      tiles::store<E>(s, at, m0, 32 * side);
     }
     __syncthreads();
-    Acc<kPart> o;
+    Acc<kHalf> o;
     o.zero();
-    tiles::mma<E, 64, kRow, kTr>(o, at, m0, dout, kPart * side);
-    store_16(o, a.dv_local, kPart * side, it.hv);
+    tiles::mma<E, 64, kRow, kTr>(o, at, m0, dout, kHalf * side);
+    store_16(o, a.dv_local, kHalf * side, it.hv);
   }
 
   __device__ void gradients();
@@ -218,7 +215,7 @@ __device__ void ChunkBwd<E, kD>::gradients() {
              dv2 = rows(L::kDv2), dw = rows(L::kDw);
   const typename L::State h{base + uint32_t(L::kH)}, dh{base + uint32_t(L::kDh)};
   const Square tm = square(L::kT), sq0 = square(L::kSq0), sq1 = square(L::kSq1);
-  const int lane = threadIdx.x % 32, n0 = kPart * side, c0 = kSq * side;
+  const int lane = threadIdx.x % 32, n0 = kHalf * side, c0 = 32 * side;
   {
     const int64_t slot = ChunkSlot::first(a, it.n) + j;
     const int64_t at = (slot * a.HV + it.hv) * int64_t(kD) * kD;
@@ -245,27 +242,27 @@ __device__ void ChunkBwd<E, kD>::gradients() {
 
   // dw = -dv2 H^T (to shared memory for the WY part).
   {
-    Acc<kPart> x;
+    Acc<kHalf> x;
     x.zero();
     tiles::mma<E, kD, kRow, kRow>(x, dv2, m0, h, n0);
 #pragma unroll
-    for (int t = 0; t < Acc<kPart>::kTiles; ++t)
+    for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
 #pragma unroll
       for (int e = 0; e < 4; ++e) x.c[t][e] = -x.c[t][e];
     tiles::store<E>(x, dw, m0, n0);
   }
   __syncthreads();  // exp(gamma)
   // dq = scale diag(exp(gamma)) do H^T ; dk = dki = diag(exp(gamma_last - gamma)) v_new dh^T.
-  Acc<kPart> dq, dk;
+  Acc<kHalf> dq, dk;
   dq.zero();
   dk.zero();
   tiles::mma<E, kD, kRow, kRow>(dq, dout, m0, h, n0);
   tiles::mma<E, kD, kRow, kRow>(dk, vn, m0, dh, n0);
 #pragma unroll
-  for (int t = 0; t < Acc<kPart>::kTiles; ++t)
+  for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int r = row(2 * hh), c = n0 + Acc<kPart>::col(t, 0);
+      const int r = row(2 * hh), c = n0 + Acc<kHalf>::col(t, 0);
       const float fq = a.scale * vec.eg[r], fk = vec.egl[r];
       const float2 kk = tiles::load2<E>(k, r, c);
       dq.c[t][2 * hh] *= fq;
@@ -276,14 +273,14 @@ __device__ void ChunkBwd<E, kD>::gradients() {
     }
   // dP = scale tril(do v_new^T) Gamma [64, 64] -> sq0.
   {
-    Acc<kSq> p;
+    Acc<32> p;
     p.zero();
     tiles::mma<E, kD, kRow, kRow>(p, dout, m0, vn, c0);
 #pragma unroll
-    for (int t = 0; t < Acc<kSq>::kTiles; ++t)
+    for (int t = 0; t < 4; ++t)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = row(e), c = c0 + Acc<kSq>::col(t, e);
+        const int r = row(e), c = c0 + Acc<32>::col(t, e);
         p.c[t][e] = c <= r ? a.scale * ex2(vec.gamma[r] - vec.gamma[c]) * p.c[t][e] : 0.f;
       }
     tiles::store<E>(p, sq0, m0, c0);
@@ -303,10 +300,10 @@ __device__ void ChunkBwd<E, kD>::gradients() {
   tiles::mma<E, 64, kRow, kTr>(dq, sq0, m0, k, n0);
   tiles::mma<E, 64, kTr, kTr>(dk, sq0, m0, q, n0);
 #pragma unroll
-  for (int t = 0; t < Acc<kPart>::kTiles; ++t)
+  for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const int r = row(2 * hh), c = n0 + Acc<kPart>::col(t, 0);
+      const int r = row(2 * hh), c = n0 + Acc<kHalf>::col(t, 0);
       const float2 qq = tiles::load2<E>(q, r, c), kk = tiles::load2<E>(k, r, c);
       row_dgam[hh] += dq.c[t][2 * hh] * qq.x + dq.c[t][2 * hh + 1] * qq.y - dk.c[t][2 * hh] * kk.x - dk.c[t][2 * hh + 1] * kk.y;
     }
@@ -314,7 +311,7 @@ __device__ void ChunkBwd<E, kD>::gradients() {
 
   // WY part. dkbg = T^T dw: dk += diag(beta exp(gamma)) dkbg; dbeta, dgamma += its row dots with K.
   {
-    Acc<kPart> y;
+    Acc<kHalf> y;
     y.zero();
     tiles::mma<E, 64, kTr, kTr>(y, tm, m0, dw, n0);
 #pragma unroll
@@ -323,8 +320,8 @@ __device__ void ChunkBwd<E, kD>::gradients() {
       const float be = vec.beta[r] * vec.eg[r];
       float s = 0.f;
 #pragma unroll
-      for (int t = 0; t < Acc<kPart>::kTiles; ++t) {
-        const float2 kk = tiles::load2<E>(k, r, n0 + Acc<kPart>::col(t, 0));
+      for (int t = 0; t < Acc<kHalf>::kTiles; ++t) {
+        const float2 kk = tiles::load2<E>(k, r, n0 + Acc<kHalf>::col(t, 0));
         s += y.c[t][2 * hh] * kk.x + y.c[t][2 * hh + 1] * kk.y;
         dk.c[t][2 * hh] += be * y.c[t][2 * hh];
         dk.c[t][2 * hh + 1] += be * y.c[t][2 * hh + 1];
@@ -340,8 +337,8 @@ __device__ void ChunkBwd<E, kD>::gradients() {
       const int r = row(2 * hh);
       float s = 0.f;
 #pragma unroll
-      for (int t = 0; t < Acc<kPart>::kTiles; ++t) {
-        const float2 vv = tiles::load2<E>(v, r, n0 + Acc<kPart>::col(t, 0));
+      for (int t = 0; t < Acc<kHalf>::kTiles; ++t) {
+        const float2 vv = tiles::load2<E>(v, r, n0 + Acc<kHalf>::col(t, 0));
         s += y.c[t][2 * hh] * vv.x + y.c[t][2 * hh + 1] * vv.y;
         y.c[t][2 * hh] *= vec.beta[r];
         y.c[t][2 * hh + 1] *= vec.beta[r];
@@ -352,23 +349,23 @@ __device__ void ChunkBwd<E, kD>::gradients() {
   }
   // dT = dw kbg^T + dv2 vb^T, strictly lower: dT_ij = beta_j (exp(gamma_j) (dw K^T)_ij + (dv2 V^T)_ij).
   {
-    Acc<kSq> x1, x2;
+    Acc<32> x1, x2;
     x1.zero();
     x2.zero();
     tiles::mma<E, kD, kRow, kRow>(x1, dw, m0, k, c0);
     tiles::mma<E, kD, kRow, kRow>(x2, dv2, m0, v, c0);
 #pragma unroll
-    for (int t = 0; t < Acc<kSq>::kTiles; ++t)
+    for (int t = 0; t < 4; ++t)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = row(e), c = c0 + Acc<kSq>::col(t, e);
+        const int r = row(e), c = c0 + Acc<32>::col(t, e);
         x1.c[t][e] = c < r ? vec.beta[c] * (vec.eg[c] * x1.c[t][e] + x2.c[t][e]) : 0.f;
       }
     tiles::store<E>(x1, sq1, m0, c0);
   }
   __syncthreads();  // dT complete; dP's last reads done
   {  // T^T dT -> sq0
-    Acc<kSq> x;
+    Acc<32> x;
     x.zero();
     tiles::mma<E, 64, kTr, kTr>(x, tm, m0, sq1, c0);
     tiles::store<E>(x, sq0, m0, c0);
@@ -378,17 +375,17 @@ __device__ void ChunkBwd<E, kD>::gradients() {
   // dbeta_i += sum_j Z_ij ; dgamma_i += beta_i sum_j Z_ij ; dgamma_j -= sum_i beta_i Z_ij;
   // MB = diag(beta) M -> sq1 for dk += MB K + MB^T K.
   {
-    Acc<kSq> dl, kk;
+    Acc<32> dl, kk;
     dl.zero();
     kk.zero();
     tiles::mma<E, 64, kRow, kRow>(dl, sq0, m0, tm, c0);
     tiles::mma<E, kD, kRow, kRow>(kk, k, m0, k, c0);
-    float col[Acc<kSq>::kTiles][2] = {};
+    float col[4][2] = {};
 #pragma unroll
-    for (int t = 0; t < Acc<kSq>::kTiles; ++t)
+    for (int t = 0; t < 4; ++t)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const int r = row(e), c = c0 + Acc<kSq>::col(t, e);
+        const int r = row(e), c = c0 + Acc<32>::col(t, e);
         const float m = c < r ? -dl.c[t][e] * ex2(vec.gamma[r] - vec.gamma[c]) : 0.f;
         const float z = m * kk.c[t][e], b = vec.beta[r];
         row_dbeta[e / 2] += z;
@@ -398,11 +395,11 @@ __device__ void ChunkBwd<E, kD>::gradients() {
       }
     tiles::store<E>(dl, sq1, m0, c0);
 #pragma unroll
-    for (int t = 0; t < Acc<kSq>::kTiles; ++t)
+    for (int t = 0; t < 4; ++t)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float s = tiles::column_sum(col[t][e]);
-        if (lane < 4) vec.col_dgam[warp % 4][c0 + Acc<kSq>::col(t, e)] = s;
+        if (lane < 4) vec.col_dgam[warp % 4][c0 + Acc<32>::col(t, e)] = s;
       }
   }
   __syncthreads();
@@ -428,16 +425,12 @@ __device__ void ChunkBwd<E, kD>::gradients() {
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int r = 2 * lane + e;
-      float s = 0.f, b = 0.f;
-      for (int p = 0; p < kSides; ++p) {
-        s += vec.row_dgam[p][r];
-        b += vec.row_dbeta[p][r];
-      }
-      for (int rb = 0; rb < 4; ++rb) s -= vec.col_dgam[rb][r];
+      float s = vec.row_dgam[0][r] + vec.row_dgam[1][r] - vec.col_dgam[0][r] - vec.col_dgam[1][r] - vec.col_dgam[2][r] -
+                vec.col_dgam[3][r];
       if (r == valid - 1)
-        for (int w = 0; w < 4 * kSides; ++w) s += vec.last[w];
+        for (int w = 0; w < 8; ++w) s += vec.last[w];
       g2[e] = r < valid ? s : 0.f;
-      b2[e] = b;
+      b2[e] = vec.row_dbeta[0][r] + vec.row_dbeta[1][r];
     }
     // Reverse inclusive scan over rows 63 .. 0 (lane 31 holds rows 62, 63).
     const float pair = g2[0] + g2[1];
@@ -462,7 +455,7 @@ __device__ void ChunkBwd<E, kD>::gradients() {
 }
 
 template <class E, int kD>
-__global__ void __launch_bounds__(kChunkBwdThreads, 1) gdn_chunk_dv_local_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a) {
+__global__ void __launch_bounds__(kChunkBwdThreads, 2) gdn_chunk_dv_local_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a) {
   const ChunkSlot slot(a, blockIdx.x);
   if (!slot.live) return;
   const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);
