@@ -15,14 +15,15 @@ struct ChunkBwdArgs {
   TokenTensor beta;
   bool beta_logit = false;
   // The forward's pieces, one row per token ([rows, HV, ...], as ChunkFwdArgs' workspace): gamma
-  // (fp32, log2 units), T = (I + L)^-1 [.., 64], v_new (16-bit); per chunk slot [slots, HV, K, V] (16-bit):
-  // the start state H and dh, the gradient of the end state (bwd_dhu).
+  // (fp32, log2 units), T = (I + L)^-1 [.., 64], v_new (16-bit); per chunk slot [slots, HV, K, V]
+  // (16-bit): the start state H and dh, the gradient of the end state (bwd_dhu).
   RowTensor gamma, tmat, vnew;
   const void* states = nullptr;
   const void* dh = nullptr;
   RowTensor dv_local, dv2;  // [rows, HV, V] 16-bit: bwd_dhu's input and output
-  // Outputs: dv (the op's, [B, T, HV, V] 16-bit); per value head, fp32 in the workspace: dq, dk
-  // [rows, HV, K], dbeta and dg [rows, HV] (dg: in-chunk reverse cumsum of dgamma done).
+  // Outputs: dv (the op's, [B, T, HV, V] 16-bit); fp32 in the workspace per value head: dbeta and
+  // dg [rows, HV] (dg: the in-chunk reverse cumsum of dgamma done) and, with GVA, dq, dk
+  // [rows, HV, K] for the finish pass's sums.
   RowTensor dv, dq, dk, dbeta, dg;
   // Without GVA (H == HV) dq, dk are final here: `direct` writes them in 16 bits to dq_out, dk_out
   // (the op's), through the in-op l2norm's backward when rstd_q / rstd_k (fp32 [rows, H], the
