@@ -2,7 +2,8 @@
 # scripts/bench.sh — set up, build, and run the main job. Without a GPU: attnkit-bench runs the CPU
 # reference backend on a small example and says that no GPU was found. With one: attnkit-bench's
 # GPU rows, then the benchmarks beside the peers in one process each (torch SDPA cuDNN / flash for
-# attention, flash-linear-attention for the GDN decode and chunked forward, torch.compile(flex_attention)
+# attention, flash-linear-attention for the GDN decode, chunked forward, forward + backward and
+# bwd_dhu, torch.compile(flex_attention)
 # for flex attention), JSON lines to $BENCH_OUT (default out/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,6 +34,8 @@ if nvidia-smi -L >/dev/null 2>&1; then
     # the chunked forward goes through the torch op: the pip-built package (scripts/setup_python.sh)
     py=$(bash scripts/setup_python.sh | tail -1)
     PYTHONPATH="$fla_site${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/bench_gdn_chunk.py --out "$BENCH_OUT"
+    PYTHONPATH="$fla_site${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/bench_gdn_chunk_bwd.py --out "$BENCH_OUT"
+    PYTHONPATH="$fla_site${PYTHONPATH:+:$PYTHONPATH}" "$py" bench/bench_gdn_bwd_dhu.py --out "$BENCH_OUT"
   else
     echo "bench.sh: flash-linear-attention is not available; the GDN peer benchmarks are skipped"
   fi
