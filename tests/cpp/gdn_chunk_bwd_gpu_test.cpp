@@ -59,8 +59,14 @@ struct DeviceBackward {
   }
 };
 
-void check_backward(const GdnCase& c, uint32_t seed = 41) {
-  const GdnData d = make_gdn(c, seed);
+// row_pad > 0: q, k, v rows padded (not 16-byte aligned: every kernel's element-copy path).
+void check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 0) {
+  GdnData d = make_gdn(c, seed);
+  if (row_pad) {
+    d.q = padded_rows(d.q, row_pad);
+    d.k = padded_rows(d.k, row_pad);
+    d.v = padded_rows(d.v, row_pad);
+  }
   const Cotangents ct = make_cotangents(c, seed + 1);
   GdnCase c64;
   const GdnData d64 = float64_twin(c, d, c64);
@@ -142,6 +148,28 @@ TEST_F(GdnChunkBwdGpu, VarlenWithShortAndEmptySequencesAndGva) {
     c.l2norm = true;
     check_backward(c);
   }
+}
+
+TEST_F(GdnChunkBwdGpu, UnalignedRows) {
+  GdnCase c = bwd_case(DType::kFloat16, 64, 100);
+  c.l2norm = true;
+  check_backward(c, 43, 4);
+}
+
+// No tokens at all: dh0 is dht, the fused gate's sums are 0, nothing else to write.
+TEST_F(GdnChunkBwdGpu, NoTokens) {
+  GdnCase c = bwd_case(DType::kBFloat16, 64, 0);
+  c.B = 1;
+  c.seqlens = {0, 0};
+  c.fused_gate = true;
+  const GdnData d = make_gdn(c, 7);
+  const Cotangents ct = make_cotangents(c, 8);
+  DeviceBackward gpu(c, d, ct);
+  const Status st = gpu.run();
+  ASSERT_TRUE(st.ok()) << st.message();
+  EXPECT_EQ(gpu.host.dh0.values(), ct.W2.values());
+  for (double x : gpu.host.dA_log.values()) EXPECT_EQ(x, 0.0);
+  for (double x : gpu.host.ddt_bias.values()) EXPECT_EQ(x, 0.0);
 }
 
 TEST_F(GdnChunkBwdGpu, BitwiseDeterministic) {

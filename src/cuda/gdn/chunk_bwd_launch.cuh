@@ -40,14 +40,14 @@ cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_l
 template <class E, int kD>
 cudaError_t launch_gdn_bwd_finish(const BwdFinishArgs& a, cudaStream_t stream) {
   const int64_t rows = a.B * a.T;
-  if (rows == 0) return cudaSuccess;
-  if (a.dq.ptr) {  // GVA: dq, dk still per value head
+  if (rows > 0 && a.dq.ptr) {  // GVA: dq, dk still per value head
     const int64_t qk_blocks = (rows * a.H * 32 + kFinishThreads - 1) / kFinishThreads;
     gdn_bwd_qk_finish_kernel<E, kD><<<static_cast<unsigned>(qk_blocks), kFinishThreads, 0, stream>>>(a);
   }
   const int64_t token_blocks = (rows * a.HV + kFinishThreads - 1) / kFinishThreads;
-  gdn_bwd_token_finish_kernel<E><<<static_cast<unsigned>(token_blocks), kFinishThreads, 0, stream>>>(a);
-  if (a.A_log) gdn_bwd_gate_sums_kernel<E><<<static_cast<unsigned>(a.HV), kFinishThreads, 0, stream>>>(a);
+  if (rows > 0) gdn_bwd_token_finish_kernel<E><<<static_cast<unsigned>(token_blocks), kFinishThreads, 0, stream>>>(a);
+  if (a.A_log && a.HV > 0)  // also without tokens: the sums are then 0
+    gdn_bwd_gate_sums_kernel<E><<<static_cast<unsigned>(a.HV), kFinishThreads, 0, stream>>>(a);
   return cudaGetLastError();
 }
 
