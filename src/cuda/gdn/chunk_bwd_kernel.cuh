@@ -219,8 +219,8 @@ __device__ void ChunkBwd<E, kD>::gradients() {
   {
     const int64_t slot = ChunkSlot::first(a, it.n) + j;
     const int64_t at = (slot * a.HV + it.hv) * int64_t(kD) * kD;
-    // Three copy groups, in the order the products below need them, so that compute starts on
-    // the first while the others land: dv2 and H (dw); do, v_new, dh, K (dq, dki, dP); Q, V, T.
+    // One copy group, in the order the products below need them (three groups, compute starting
+    // on the first, measured the same: docs/perf/gdn_chunk_bwd.md).
     load_rows(dv2, static_cast<const E*>(a.dv2.ptr), a.dv2, it, it.hv, j, valid, true);
     load_state(h, static_cast<const E*>(a.states) + at);
     load_rows(dout, static_cast<const E*>(a.dout.ptr), a.dout, it, it.hv, j, valid, a.vec16);

@@ -151,27 +151,26 @@ struct StateWarpgroup {
         ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
         publish_state(tH, thr_h.partition_C(sH));
         if (j + 1 < it.nchunks) save_state(tH, cH, j + 1);
-        continue;
       } else {
-      warpgroup_wait<1>();  // Q H and the new H: publish H for the next chunk while S runs
-      publish_state(tH, thr_h.partition_C(sH));
-      const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
-      CUTE_UNROLL
-      for (int i = 0; i < size(tO); ++i) tO(i) *= o_scale[half(i)];
-      warpgroup_wait<0>();
-      CUTE_UNROLL
-      for (int i = 0; i < size(tS); ++i) {  // Aqk = scale tril(Q K^T) * Gamma (diagonal included)
-        const int r = get<0>(cS(i)), c = get<1>(cS(i));
-        tS(i) = c <= r ? a.scale * tS(i) * ex2(gamma_r[(r - r0) / 8] - gamma[c]) : 0.f;
-      }
-      attn::convert_into(make_tensor(tS.data(), rA.layout()), rA);
-      {
-        Tensor tB_Vn = thr_av.partition_fragment_B(sVnt);
-        attn::gemm_rs(mma_av, rA, tB_Vn, tO);
-      }
-      warpgroup_wait<0>();
-      store_pairs<Element>(tO, tUs, identity);  // u is consumed: its buffer takes O for the loader
-      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
+        warpgroup_wait<1>();  // Q H and the new H: publish H for the next chunk while S runs
+        publish_state(tH, thr_h.partition_C(sH));
+        const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
+        CUTE_UNROLL
+        for (int i = 0; i < size(tO); ++i) tO(i) *= o_scale[half(i)];
+        warpgroup_wait<0>();
+        CUTE_UNROLL
+        for (int i = 0; i < size(tS); ++i) {  // Aqk = scale tril(Q K^T) * Gamma (diagonal included)
+          const int r = get<0>(cS(i)), c = get<1>(cS(i));
+          tS(i) = c <= r ? a.scale * tS(i) * ex2(gamma_r[(r - r0) / 8] - gamma[c]) : 0.f;
+        }
+        attn::convert_into(make_tensor(tS.data(), rA.layout()), rA);
+        {
+          Tensor tB_Vn = thr_av.partition_fragment_B(sVnt);
+          attn::gemm_rs(mma_av, rA, tB_Vn, tO);
+        }
+        warpgroup_wait<0>();
+        store_pairs<Element>(tO, tUs, identity);  // u is consumed: its buffer takes O for the loader
+        ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
       }
     }
     if (a.ht) {
