@@ -20,7 +20,7 @@ from triton.testing import do_bench
 
 import attnkit
 from bench_attention import device_meta, write_rows
-from bench_gdn_chunk import graph_ms, rms_ratio
+from bench_gdn_chunk import fla_op, graph_ms, rms_ratio
 
 D = 128
 # name, B, T, H, gate (None, "g", "gk"), issue 6's bar (x FLA)
@@ -54,11 +54,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     args = ap.parse_args()
-    try:
-        from fla.ops.common.chunk_delta_h import chunk_gated_delta_rule_bwd_dhu as fla_dhu
-    except ImportError as e:
-        fla_dhu = None
-        print("FLA not importable:", e)
+    fla_dhu = fla_op("fla.ops.common.chunk_delta_h", "chunk_gated_delta_rule_bwd_dhu")
     meta = device_meta()
     rows = []
     print(f"{'case':24s} {'attnkit ms':>10s} {'FLA ms':>8s} {'speedup':>8s} {'bar':>5s}  rel dh / dh0 / dv2 vs FLA  graphs")

@@ -64,6 +64,15 @@ def graph_ms(fn):
         return None
 
 
+def fla_op(module, name):
+    """FLA's function `name` from `module`, or None (with the reason printed) where FLA is missing."""
+    try:
+        return getattr(__import__(module, fromlist=[name]), name)
+    except ImportError as e:
+        print("FLA not importable:", e)
+        return None
+
+
 def rms_ratio(a, ref):
     return ((a.float() - ref.float()).pow(2).mean().sqrt() / ref.float().pow(2).mean().sqrt()).item()
 
@@ -73,11 +82,7 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     ap.add_argument("--quick", action="store_true", help="the first two cases only")
     args = ap.parse_args()
-    try:
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
-    except ImportError as e:
-        fla_chunk = None
-        print("FLA not importable:", e)
+    fla_chunk = fla_op("fla.ops.gated_delta_rule", "chunk_gated_delta_rule")
     meta = device_meta()
     rows = []
     print(f"{'case':30s} {'attnkit ms':>10s} {'FLA ms':>8s} {'speedup':>8s} {'bar':>5s}  rel o / state vs FLA")

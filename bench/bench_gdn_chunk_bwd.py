@@ -21,7 +21,7 @@ from triton.testing import do_bench
 
 import attnkit
 from bench_attention import device_meta, write_rows
-from bench_gdn_chunk import D, make_inputs, rms_ratio
+from bench_gdn_chunk import D, fla_op, make_inputs, rms_ratio
 
 # name, B, T, H, varlen sequences (None: dense), issue 6's bar (x FLA, forward + backward)
 CASES = [
@@ -42,13 +42,10 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     ap.add_argument("--quick", action="store_true", help="the first case only")
     args = ap.parse_args()
-    try:
+    fla_chunk = fla_op("fla.ops.gated_delta_rule", "chunk_gated_delta_rule")
+    if fla_chunk is not None:
         import fla.ops.common.chunk_o as fla_chunk_o
-        from fla.ops.gated_delta_rule import chunk_gated_delta_rule as fla_chunk
         fla_chunk_o.TRITON_ABOVE_3_7_1 = True  # timing only: see the module docstring
-    except ImportError as e:
-        fla_chunk = None
-        print("FLA not importable:", e)
     meta = device_meta()
     rows = []
     print(f"{'case':30s} {'fwd+bwd ms':>10s} {'FLA ms':>8s} {'speedup':>8s} {'bar':>5s} {'fwd ms':>7s} {'FLA fwd':>8s}"

@@ -169,8 +169,10 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   b.H = f.H;
   b.HV = f.HV;
   b.scale = f.scale;
-  b.vec16 = gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16) && gdn::rows_aligned(in.v, varlen, 16) &&
-            gdn::rows_aligned(p.dout, varlen, 16);
+  // 16-byte rows: the forward's flag covers q, k, v; bwd_dhu needs q, k, dout (its w and dv rows
+  // are the workspace's, always aligned).
+  const bool dout16 = gdn::rows_aligned(p.dout, varlen, 16);
+  b.vec16 = f.vec16 && dout16;
   ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, true, stream), "gdn_backward"));
 
   // 3. bwd_dhu: dh per chunk slot, dv2, dh0.
@@ -214,7 +216,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   d.H = f.H;
   d.HV = f.HV;
   d.scale = f.scale;
-  d.vec16 = b.vec16;
+  d.vec16 = gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16) && dout16;
   d.dv2_vec16 = true;
   ATTNKIT_RETURN_IF_ERROR(gdn::launch_bwd_dhu(d, raw.q.dtype, kD, kD, stream));
 
