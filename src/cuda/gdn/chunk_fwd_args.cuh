@@ -8,6 +8,14 @@
 
 namespace attnkit::cuda::gdn {
 
+// What the recurrence kernel produces: the output (inference); the output and what the backward
+// keeps (a training forward: each chunk's start state and v_new); or only the latter (the
+// backward's rerun of the forward when the forward kept nothing). A template parameter, so the
+// inference kernel carries no code for the others.
+enum class Recurrence { kOutput, kOutputAndStates, kStates };
+constexpr bool writes_output(Recurrence m) { return m != Recurrence::kStates; }
+constexpr bool keeps_states(Recurrence m) { return m != Recurrence::kOutput; }
+
 // [B, T, heads, D] 16-bit rows with unit last stride: element strides of (b, t, head).
 struct RowTensor {
   void* ptr = nullptr;
@@ -39,7 +47,8 @@ struct ChunkFwdArgs {
   int64_t wy_slots = 0;                    // grid.x of the WY kernel (ChunkSlot)
   // What the backward keeps from the forward (absent in inference): T = (I + L)^-1 [rows, HV, 64]
   // and v_new [rows, HV, V] (16-bit), each chunk's start state [slots, HV, DK, V] (16-bit, slot as
-  // ChunkSlot numbers the chunks). With o.ptr == nullptr the recurrence computes no output.
+  // ChunkSlot numbers the chunks). Which of o and these the recurrence writes: the Recurrence
+  // mode, chosen from which pointers are set (o absent: kStates; states set: kOutputAndStates).
   RowTensor tmat, vnew;
   void* states = nullptr;
   bool l2norm = false, beta_logit = false;

@@ -3,9 +3,9 @@
 //
 // 1. WY kernel, grid (chunk slots, value heads), one warpgroup per CTA (chunk_fwd_wy.cuh): the
 //    state-independent part of every chunk at once, into the workspace (w, u, gamma).
-// 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns) — or, for the
-//    backward (a.states set), its variant without output that keeps start states and v_new: the state's columns
-//    evolve independently given w and K, so value blocks need no communication. Warpgroup 0
+// 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns), in one of three
+//    modes (Recurrence: output; output and the backward's start states and v_new; only those,
+//    for the backward's rerun): the state's columns evolve independently given w and K, so value blocks need no communication. Warpgroup 0
 //    streams the chunks (chunk_fwd_load.cuh), warpgroup 1 carries the state (chunk_fwd_state.cuh);
 //    they meet at the stages' "full" / "empty" named barriers.
 // Splitting them keeps the serial per-chunk path down to the state's own work: the WY part's
@@ -29,22 +29,21 @@ __global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_k
   WyChunk<T>{a, it, slot.j, static_cast<int>(threadIdx.x)}.run();
 }
 
-// kStates: the backward's rerun of the forward (no output; start states and v_new kept).
-template <class T, bool kStates>
+template <class T, Recurrence kMode>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdArgs a) {
   const WorkItem it(a, blockIdx.x);
   if (threadIdx.x < 128) {
-    if (it.nchunks > 0) LoadWarpgroup<T, kStates>{a, it, static_cast<int>(threadIdx.x)}.run();
+    if (it.nchunks > 0) LoadWarpgroup<T, kMode>{a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
-    StateWarpgroup<T, kStates>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
+    StateWarpgroup<T, kMode>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
   }
 }
 
-template <class T, bool kStates>
+template <class T, Recurrence kMode>
 cudaError_t launch_recurrence(const ChunkFwdArgs& a, int64_t items, cudaStream_t stream) {
-  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_fwd_kernel<T, kStates>>(T::kSmemBytes);
+  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_fwd_kernel<T, kMode>>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;
-  gdn_chunk_fwd_kernel<T, kStates><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(a);
+  gdn_chunk_fwd_kernel<T, kMode><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(a);
   return cudaGetLastError();
 }
 
@@ -61,7 +60,9 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
     gdn_chunk_wy_kernel<T><<<grid, T::kWyThreads, T::kWySmemBytes, stream>>>(a);
     if ((ok = cudaGetLastError()) != cudaSuccess) return ok;
   }
-  return a.states ? launch_recurrence<T, true>(a, items, stream) : launch_recurrence<T, false>(a, items, stream);
+  if (!a.o.ptr) return launch_recurrence<T, Recurrence::kStates>(a, items, stream);
+  if (a.states) return launch_recurrence<T, Recurrence::kOutputAndStates>(a, items, stream);
+  return launch_recurrence<T, Recurrence::kOutput>(a, items, stream);
 }
 
 }  // namespace attnkit::cuda::gdn

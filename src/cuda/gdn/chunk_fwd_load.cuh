@@ -15,7 +15,7 @@
 
 namespace attnkit::cuda::gdn {
 
-template <class T, bool kStates>  // kStates: the backward's rerun, no output (chunk_fwd_state.cuh)
+template <class T, Recurrence kMode>  // kStates: the backward's rerun, no Q and no output
 struct LoadWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
@@ -34,7 +34,7 @@ struct LoadWarpgroup {
     auto& st = sm.stage[s];
     const int valid = it.valid_rows(j);
     auto at = [](const auto* p) { return cute::cast_smem_ptr_to_uint(p); };
-    if constexpr (!kStates) dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
+    if constexpr (writes_output(kMode)) dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
     dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
     dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, true);
     bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
@@ -48,7 +48,7 @@ struct LoadWarpgroup {
   CUTE_DEVICE void store_output(int j) {
     const int s = j % T::kStages;
     ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
-    if constexpr (kStates) return;  // no output
+    if constexpr (!writes_output(kMode)) return;
     Tensor sO = make_tensor(make_smem_ptr(chunk_smem<typename T::SharedStorage>().stage[s].u.data()),
                             typename T::LayoutRowsBV{});  // [C, BV]
     store_chunk_rows<kBV>(sO, static_cast<Element*>(a.o.ptr) + it.vb * kBV, a.o, it, int64_t(j) * kC, it.hv, it.valid_rows(j),

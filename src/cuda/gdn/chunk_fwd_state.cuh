@@ -9,19 +9,21 @@
 //   v_new = u - V'; H *= exp(gamma_last); H += K^T (exp(gamma_last - gamma) v_new)   (SS)
 //   S = Q K^T (SS); H's 16-bit copy for the next chunk while S runs
 //   O *= scale exp(gamma); Aqk = scale tril(S) Gamma; O += Aqk v_new (RS); O into u's buffer.
-// kStates (the backward's rerun of the forward): no output — only the state's own path runs —
-// and each chunk's start state and v_new go to global memory (a.states, a.vnew).
+// kMode (chunk_fwd_args.cuh) kOutputAndStates (a training forward) also writes each chunk's start
+// state and v_new to global memory (a.states, a.vnew) for the backward; kStates (the backward's
+// rerun) writes only those: without output only the state's own path runs.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
 #include "src/cuda/attention/fragment.cuh"
 #include "src/cuda/attention/mma.cuh"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_rows.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 
 namespace attnkit::cuda::gdn {
 
-template <class T, bool kStates>
+template <class T, Recurrence kMode>
 struct StateWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
@@ -38,20 +40,35 @@ struct StateWarpgroup {
     sync();
   }
 
-  // The state H [DK, BV] (fp32 fragment, element i at cH(i)) as chunk j's start state, 16-bit.
-  template <class TH, class CH>
-  CUTE_DEVICE void save_state(const TH& tH, const CH& cH, int j) const {
-    auto* out = static_cast<Element*>(a.states) + ((ChunkSlot::first(a, it.n) + j) * a.HV + it.hv) * int64_t(kDK) * (a.v_blocks * kBV);
-    CUTE_UNROLL
-    for (int i = 0; i < size(tH); i += 2) {
-      const int k = get<0>(cH(i)), v = it.vb * kBV + get<1>(cH(i));
-      *reinterpret_cast<uint32_t*>(out + k * (a.v_blocks * kBV) + v) = pack2<Element>(tH(i), tH(i + 1));
-    }
+  // What the backward keeps, from the 16-bit copies in shared memory, in 16-byte pieces: chunk
+  // j - 1's v_new rows (live rows only) to a.vnew, chunk j's start state (H's copy) to a.states
+  // [slots, HV, DK, V]. Called when both copies are complete and stay untouched until the next
+  // chunk's barriers: at the end of chunk j - 1 (j = 0: before the first chunk, no v_new; j =
+  // nchunks: no state), where the output path's accumulators are dead. It has no registers to
+  // spare even so: everything here is worked out afresh from an opaque CTA index rather than
+  // hoisted out of the chunk loop.
+  template <class SVn>
+  CUTE_DEVICE void keep_for_backward(const SVn& sVn, int j) const {
+    int item = blockIdx.x, t = tid;
+    asm volatile("" : "+r"(item), "+r"(t));
+    const WorkItem w(a, item);
+    if (j > 0)
+      store_chunk_rows<kBV>(sVn, static_cast<Element*>(a.vnew.ptr) + w.vb * kBV, a.vnew, w, int64_t(j - 1) * kC, w.hv,
+                            w.valid_rows(j - 1), true);
+    if (j == w.nchunks) return;
+    constexpr int kUnits = kBV / 8, kStep = 128 / kUnits;
+    const int r = t / kUnits, c = (t % kUnits) * 8;
+    const int64_t V = int64_t(a.v_blocks) * kBV;
+    Tensor sH = make_tensor(make_smem_ptr(chunk_smem<typename T::SharedStorage>().h.data()), typename T::LayoutH{});
+    auto* out = static_cast<Element*>(a.states) + ((ChunkSlot::first(a, w.n) + j) * a.HV + w.hv) * int64_t(kDK) * V +
+                w.vb * kBV + c + r * V;
+#pragma unroll 1  // one 16-byte piece in registers at a time
+    for (int i = 0; i < kDK / kStep; ++i) st_global_v4(out + i * kStep * V, ld_shared_v4(&sH(r + i * kStep, c)));
   }
 
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::SharedStorage>();
-    constexpr bool output = !kStates;
+    constexpr bool output = writes_output(kMode), keep = keeps_states(kMode);
     typename T::MmaWH mma_wh;
     typename T::MmaS mma_s;
     typename T::MmaU mma_av;
@@ -77,8 +94,8 @@ struct StateWarpgroup {
       tH(i) = a.h0.data.ptr ? a.h0.data[it.n * a.h0.sn + it.hv * a.h0.sh + k * a.h0.sk + v * a.h0.sv] : 0.f;
     }
     publish_state(tH, thr_h.partition_C(sH));
-    if constexpr (kStates)
-      if (it.nchunks > 0) save_state(tH, cH, 0);
+    if constexpr (keep)
+      if (it.nchunks > 0) keep_for_backward(sVn, 0);
 
     Tensor tO = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});   // fp32 [C, BV]: output
     Tensor tWH = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: w H
@@ -121,17 +138,7 @@ struct StateWarpgroup {
         tWH(i) = float(u2[0]) - tWH(i);
         tWH(i + 1) = float(u2[1]) - tWH(i + 1);
       }
-      if constexpr (kStates) {  // the backward's v_new rows (live rows only)
-        const int valid = it.valid_rows(j);
-        auto* vn = static_cast<Element*>(a.vnew.ptr) + it.vb * kBV;
-        CUTE_UNROLL
-        for (int i = 0; i < size(tWH); i += 2) {
-          const int r = get<0>(cO(i)), c = get<1>(cO(i));
-          if (r < valid)
-            *reinterpret_cast<uint32_t*>(vn + it.row(a.vnew, int64_t(j) * kC + r, it.hv) + c) = pack2<Element>(tWH(i), tWH(i + 1));
-        }
-      }
-      if constexpr (output) store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);
+      if constexpr (output || keep) store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);
       store_pairs<Element>(tWH, thr_wh.partition_C(sDv), [&](int i, float x) { return x * dv_scale[half(i)]; });
       const float decay = ex2(g_last);
       CUTE_UNROLL
@@ -150,7 +157,7 @@ struct StateWarpgroup {
         warpgroup_wait<0>();
         ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
         publish_state(tH, thr_h.partition_C(sH));
-        if (j + 1 < it.nchunks) save_state(tH, cH, j + 1);
+        if constexpr (keep) keep_for_backward(sVn, j + 1);
       } else {
         warpgroup_wait<1>();  // Q H and the new H: publish H for the next chunk while S runs
         publish_state(tH, thr_h.partition_C(sH));
@@ -171,6 +178,7 @@ struct StateWarpgroup {
         warpgroup_wait<0>();
         store_pairs<Element>(tO, tUs, identity);  // u is consumed: its buffer takes O for the loader
         ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
+        if constexpr (keep) keep_for_backward(sVn, j + 1);
       }
     }
     if (a.ht) {
