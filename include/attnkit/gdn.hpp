@@ -38,6 +38,11 @@ struct GdnFwdParams {
   TensorView out;
   TensorView final_state;  // optional fp32 output
   Workspace workspace;     // CUDA: gdn_forward_workspace_size() bytes, 256-byte aligned (w, u, gamma)
+  // Optional (training): where the forward keeps what the backward would otherwise recompute —
+  // gdn_intermediates_size(in) bytes, 256-byte aligned. Hand the same buffer, untouched, to
+  // gdn_backward of the same inputs (GdnBwdParams::intermediates). Absent: inference, or a
+  // backward that reruns the forward's kernels (less memory, more time).
+  Workspace intermediates;
   Stream stream = nullptr;
 };
 
@@ -49,7 +54,8 @@ struct GdnBwdParams {
   // g / gk was given; dinitial_state is fp32 and only written when initial_state is given;
   // dA_log / ddt_bias only with the fused gate.
   TensorView dq, dk, dv, dbeta, dg, dinitial_state, dA_log, ddt_bias;
-  Workspace workspace;
+  Workspace workspace;      // gdn_backward_workspace_size() bytes (smaller with intermediates)
+  Workspace intermediates;  // optional: the forward's (GdnFwdParams::intermediates), read only
   Stream stream = nullptr;
 };
 
@@ -97,6 +103,11 @@ struct GdnBwdDhuParams {
   Stream stream = nullptr;
 };
 
+// What a training forward keeps for the backward (GdnFwdParams::intermediates), in bytes: on CUDA,
+// per token and value head, w (K), T (64) and v_new (V) in 16 bits, gamma in fp32, and each
+// chunk's start state (K * V / 64 16-bit values a token) — at K = V = 128 about 4.5x the bytes of
+// v. 0 where nothing is kept (the CPU backend, or inputs the CUDA path refuses): pass none then.
+size_t gdn_intermediates_size(const GdnInputs& in);
 size_t gdn_forward_workspace_size(const GdnFwdParams& p);
 size_t gdn_backward_workspace_size(const GdnBwdParams& p);
 size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams& p);

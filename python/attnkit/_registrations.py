@@ -122,14 +122,36 @@ def _gdn_out(q, v):
     return q.new_empty((*q.shape[:2], v.shape[2], v.shape[3]))
 
 
+def _gdn_intermediates_bytes(q, v, gk, cu_seqlens):
+    """gdn_intermediates_size() (src/cuda/gdn/chunk_host.hpp's Intermediates): w [rows, HV, K],
+    T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), each chunk's start
+    state [slots, HV, K, V] (16-bit), every buffer rounded up to 256 bytes. 0 where the CUDA chunked
+    forward keeps nothing (the CPU; inputs it refuses, which then fail in the op itself)."""
+    B, T, K = q.shape[0], q.shape[1], q.shape[3]
+    HV, V = v.shape[2], v.shape[3]
+    if q.device.type != "cuda" or gk is not None or q.dtype not in (torch.bfloat16, torch.float16) or K != V \
+            or K not in (64, 128):
+        return 0
+    rows = B * T
+    slots = T // 64 + (cu_seqlens.shape[0] - 1) if cu_seqlens is not None else B * ((T + 63) // 64)
+
+    def round256(n):
+        return (n + 255) // 256 * 256
+
+    return (round256(rows * HV * K * 2) + round256(rows * HV * 64 * 2) + round256(rows * HV * V * 2) +
+            round256(rows * HV * 4) + round256(slots * HV * K * V * 2))
+
+
 @torch.library.register_fake("attnkit::gdn_chunk_fwd")
 def _gdn_chunk_fwd_fake(q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None, initial_state=None,
                         cu_seqlens=None, scale=None, state_v_first=False, use_qk_l2norm=False,
-                        beta_is_logit=False, output_final_state=False):
+                        beta_is_logit=False, output_final_state=False, keep_intermediates=False):
     out = _gdn_out(q, v)
+    kept = _gdn_intermediates_bytes(q, v, gk, cu_seqlens) if keep_intermediates else 0
+    intermediates = q.new_empty((kept,), dtype=torch.uint8)
     if not output_final_state:
-        return out, q.new_empty((0,), dtype=_F32)
-    return out, q.new_empty(_gdn_state_shape(q, v, initial_state, cu_seqlens, state_v_first), dtype=_F32)
+        return out, q.new_empty((0,), dtype=_F32), intermediates
+    return out, q.new_empty(_gdn_state_shape(q, v, initial_state, cu_seqlens, state_v_first), dtype=_F32), intermediates
 
 
 @torch.library.register_fake("attnkit::gdn_recurrent")
@@ -172,23 +194,26 @@ def _gdn_bwd_dhu_fake(q, k, w, dout, dv, g=None, gk=None, dht=None, cu_seqlens=N
 
 
 # gdn_chunk_fwd / gdn_recurrent arguments: q k v beta g gk A_log dt_bias initial_state cu_seqlens, then
-# scale state_v_first use_qk_l2norm beta_is_logit [output_final_state].
+# scale state_v_first use_qk_l2norm beta_is_logit [output_final_state keep_intermediates]; outputs
+# (out, final_state[, intermediates]).
 _GDN_TENSORS = 10
 
 
 def _gdn_setup(ctx, inputs, output):
-    ctx.save_for_backward(*inputs[:_GDN_TENSORS])
+    # gdn_chunk_fwd's intermediates (uint8, so never differentiable), or None where nothing was kept
+    kept = output[2] if len(output) > 2 and output[2].numel() > 0 else None
+    ctx.save_for_backward(*inputs[:_GDN_TENSORS], kept)
     ctx.options = inputs[_GDN_TENSORS:_GDN_TENSORS + 4]
     ctx.n_inputs = len(inputs)
     ctx.returns_final_state = len(inputs) == _GDN_TENSORS + 4 or inputs[_GDN_TENSORS + 4]
 
 
-def _gdn_backward(ctx, dout, dfinal_state):
-    q, k, v, beta, g, gk, A_log, dt_bias, h0, cu_seqlens = ctx.saved_tensors
+def _gdn_backward(ctx, dout, dfinal_state, *unused):  # unused: intermediates' (no) gradient
+    q, k, v, beta, g, gk, A_log, dt_bias, h0, cu_seqlens, kept = ctx.saved_tensors
     if not ctx.returns_final_state:
         dfinal_state = None
     dq, dk, dv, dbeta, dg, dh0, dA_log, ddt_bias = ops.gdn_chunk_bwd(
-        dout, dfinal_state, q, k, v, beta, g, gk, A_log, dt_bias, h0, cu_seqlens, *ctx.options)
+        dout, dfinal_state, q, k, v, beta, g, gk, A_log, dt_bias, h0, cu_seqlens, *ctx.options, intermediates=kept)
     grads = [dq, dk, dv, dbeta,
              dg if g is not None else None,
              dg if gk is not None else None,

@@ -47,12 +47,17 @@ size_t attention_backward_workspace_size(const AttentionBwdParams& p) {
 size_t flex_backward_workspace_size(const FlexBwdParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? cuda::flex_backward_workspace_size(p) : 0;
 }
+// The CUDA chunked forward can keep its WY pieces, v_new and chunk start states for the backward.
+size_t gdn_intermediates_size(const GdnInputs& in) {
+  return in.q.device.type == DeviceType::kCUDA ? cuda::gdn_intermediates_size(in) : 0;
+}
 // The CUDA chunked forward keeps its WY kernel's w, u and gamma in the workspace.
 size_t gdn_forward_workspace_size(const GdnFwdParams& p) {
   return p.in.q.device.type == DeviceType::kCUDA ? cuda::gdn_forward_workspace_size(p) : 0;
 }
-// The CUDA chunked backward reruns the forward's kernels and keeps their pieces (w, u, gamma, T0,
-// v_new, every chunk's start state), bwd_dhu's dh and dv2, and per-value-head fp32 gradients.
+// The CUDA chunked backward keeps the forward's pieces (w, u, gamma, T, v_new, every chunk's start
+// state; rerun unless the forward kept them as intermediates), bwd_dhu's dh and dv2, and
+// per-value-head fp32 gradients.
 size_t gdn_backward_workspace_size(const GdnBwdParams& p) {
   return p.in.q.device.type == DeviceType::kCUDA ? cuda::gdn_backward_workspace_size(p) : 0;
 }

@@ -1,4 +1,5 @@
 // src/api/validate_gdn.cpp — validation of gated delta rule params (spec/gdn.md).
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,22 @@ Status check_same_shape(const TensorView& t, const char* name, const TensorView&
   return Status::Ok();
 }
 
+// The forward's kept intermediates: absent, or exactly gdn_intermediates_size() bytes (a buffer sized
+// for other inputs is caught here), 256-byte aligned.
+Status intermediates(const Workspace& w, const GdnInputs& in) {
+  if (!w.data) return Status::Ok();
+  const size_t need = gdn_intermediates_size(in);
+  if (need == 0)
+    return InvalidArgument("intermediates: nothing is kept for these inputs on this backend "
+                           "(gdn_intermediates_size() is 0): pass none");
+  if (w.bytes != need)
+    return InvalidArgument("intermediates: expected gdn_intermediates_size() = " + std::to_string(need) +
+                           " bytes, from the forward of these same inputs; got " + std::to_string(w.bytes));
+  if (reinterpret_cast<uintptr_t>(w.data) % 256 != 0)
+    return InvalidArgument("intermediates: expected a 256-byte aligned pointer");
+  return Status::Ok();
+}
+
 GdnArgs args_of(const GdnInputs& in) {
   return {in.q, in.k, in.v, in.beta, in.g, in.gk, in.A_log, in.dt_bias, in.cu_seqlens, in.scale};
 }
@@ -116,6 +133,7 @@ Status validate(const GdnFwdParams& p) {
     ATTNKIT_RETURN_IF_ERROR(check_state(p.in.initial_state, "initial_state", s.N, s, p.in.state_layout, dev, false));
   if (p.final_state.defined())
     ATTNKIT_RETURN_IF_ERROR(check_state(p.final_state, "final_state", s.N, s, p.in.state_layout, dev, true));
+  ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, p.in));
   return workspace(p.workspace, gdn_forward_workspace_size(p));
 }
 
@@ -141,6 +159,7 @@ Status validate(const GdnBwdParams& p) {
     ATTNKIT_RETURN_IF_ERROR(check_same_shape(p.dA_log, "dA_log", in.A_log, "A_log", dev));
     ATTNKIT_RETURN_IF_ERROR(check_same_shape(p.ddt_bias, "ddt_bias", in.dt_bias, "dt_bias", dev));
   }
+  ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, in));
   return workspace(p.workspace, gdn_backward_workspace_size(p));
 }
 

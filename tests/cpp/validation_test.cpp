@@ -289,6 +289,33 @@ TEST(Validation, GdnShapesGatesAndStates) {
   expect_invalid(gdn_forward(p), "cu_seqlens", "int64");
 }
 
+// GdnFwdParams / GdnBwdParams::intermediates: none kept on the CPU; on CUDA exactly
+// gdn_intermediates_size() bytes, 256-byte aligned (refused before anything launches).
+TEST(Validation, GdnIntermediates) {
+  GdnCase c;
+  c.dt = DType::kBFloat16;
+  c.K = c.V = 64;
+  c.h0 = false;
+  GdnData d = make_gdn(c, 5);
+  GdnFwdParams p;
+  p.in = gdn_inputs(c, d);
+  p.out = d.out.view;
+  alignas(256) static unsigned char buffer[256];
+  EXPECT_EQ(gdn_intermediates_size(p.in), 0u);
+  p.intermediates = {buffer, sizeof(buffer)};
+  expect_invalid(gdn_forward(p), "intermediates", "pass none");
+
+  for (TensorView* t : {&p.in.q, &p.in.k, &p.in.v, &p.in.g, &p.in.beta, &p.out}) t->device = Device::cuda(0);
+  const size_t need = gdn_intermediates_size(p.in);
+  if (need == 0) GTEST_SKIP() << "a build without CUDA kernels keeps nothing";
+  EXPECT_EQ(need % 256, 0u);
+  void* fake = reinterpret_cast<void*>(uintptr_t{1} << 20);  // never dereferenced: refused first
+  p.intermediates = {fake, need - 256};
+  expect_invalid(gdn_forward(p), "intermediates", "expected gdn_intermediates_size() = " + std::to_string(need));
+  p.intermediates = {static_cast<char*>(fake) + 16, need};
+  expect_invalid(gdn_forward(p), "intermediates", "256-byte aligned");
+}
+
 TEST(Validation, GdnVarlenNeedsBatchOne) {
   GdnCase c;
   c.B = 2;

@@ -73,15 +73,15 @@ def test_opcheck_gdn(device):
     opcheck(ops.gdn_recurrent_.default, (q, k, v, beta, pool, g), dict(state_indices=idx))
     leaves = [t.clone().requires_grad_() for t in (q, k, v, beta, g, h0)]
     kw = dict(initial_state=leaves[5], output_final_state=True)
-    if device == "cuda":  # the chunked backward has no CUDA kernel yet (issue 6): no gradients through it
-        leaves = [t.detach() for t in leaves]
-        kw["initial_state"] = leaves[5]
     opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), kw)
-    if device == "cpu":
-        with torch.no_grad():
-            out, ht = ops.gdn_chunk_fwd(*leaves[:4], leaves[4], **kw)
+    # keeping the intermediates (CUDA: a uint8 buffer sized by the fake as by the op; CPU: empty)
+    opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), dict(kw, keep_intermediates=True))
+    with torch.no_grad():
+        out, ht, kept = ops.gdn_chunk_fwd(*leaves[:4], leaves[4], **kw, keep_intermediates=True)
+    assert kept.dtype == torch.uint8 and (kept.numel() > 0) == (device == "cuda")
+    for intermediates in (None, kept):
         opcheck(ops.gdn_chunk_bwd.default, (torch.randn_like(out), torch.randn_like(ht), q, k, v, beta, g),
-                dict(initial_state=h0))
+                dict(initial_state=h0, intermediates=intermediates))
 
 
 def test_opcheck_gdn_bwd_dhu():

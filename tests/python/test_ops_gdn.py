@@ -212,23 +212,28 @@ def test_cuda_chunk_backward_matches_cpu(K, options, varlen):
     o_shape = (B, T, 4, K)
     do, dht = torch.randn(o_shape), torch.randn(N, 4, K, K)
 
-    def grads(device, dtype):
+    def grads(device, dtype, keep=False):
         ls = {n: (t.to(dtype) if t.dtype == torch.bfloat16 else t.double() if dtype == torch.float64 else t)
               .to(device).requires_grad_() for n, t in leaves.items()}
         ex = {n: (t.double() if dtype == torch.float64 else t).to(device).requires_grad_() for n, t in extra.items()}
         o, s = attnkit.chunk_gated_delta_rule(ls["q"], ls["k"], ls["v"], ls["g"], ls["beta"], initial_state=ls["h0"],
                                               output_final_state=True, cu_seqlens=None if cu is None else cu.to(device),
-                                              **options, **ex)
+                                              keep_intermediates=keep, **options, **ex)
         wrt = list(ls.values()) + list(ex.values())
         gs = torch.autograd.grad((o, s), wrt, (do.to(o), dht.to(s)))
         return dict(zip(list(ls) + list(ex), (g.double().cpu() for g in gs)))
 
     want = grads("cpu", torch.float64)
     got = grads("cuda", torch.bfloat16)
+    kept = grads("cuda", torch.bfloat16, keep=True)  # the backward reads the forward's intermediates
     tol = dict(q=0.008, k=0.008, v=0.008, h0=0.008, beta=0.02, g=0.02, A_log=0.02, dt_bias=0.02)
     for name, w in want.items():
-        assert torch.isfinite(got[name]).all(), name
-        assert ref.rms_ratio(got[name], w) < tol[name], name
+        for result in (got, kept):
+            assert torch.isfinite(result[name]).all(), name
+            assert ref.rms_ratio(result[name], w) < tol[name], name
+        # Without the in-op l2norm the rerun sees the very inputs the forward saw: the same bits.
+        if not options.get("use_qk_l2norm_in_kernel"):
+            assert torch.equal(kept[name], got[name]), name
 
 
 def test_bad_arguments_raise_clear_errors():

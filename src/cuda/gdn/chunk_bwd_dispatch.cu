@@ -1,7 +1,7 @@
 // src/cuda/gdn/chunk_bwd_dispatch.cu — GdnBwdParams -> the chunked backward on the GPU, in order:
 //   0. (l2norm) q, k normalised into the workspace; every later kernel reads those rows
-//   1. the forward's WY kernel (w, u, gamma, and T0) and its recurrence without output, keeping
-//      each chunk's start state and v_new
+//   1. unless the forward kept them (GdnFwdParams::intermediates): the forward's WY kernel (w, u,
+//      gamma, T) and its recurrence without output, keeping each chunk's start state and v_new
 //   2. dv_local (per chunk)          3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks)
 //   4. the per-chunk gradients (dq, dk per value head, dv, dbeta, dg)
 //   5. the token passes: GVA sums and the in-op l2norm / sigmoid / fused-gate backward
@@ -36,11 +36,13 @@ __global__ void gdn_first_slots_kernel(const int64_t* cu, int64_t n, int64_t* fi
 
 namespace {
 
-// One buffer after the other, each 256-byte aligned; sizes from the inputs alone.
+// One buffer after the other, each 256-byte aligned; sizes from the inputs alone. Without the
+// forward's intermediates they come first here (the same layout), the rerun's u after them.
 struct BwdWorkspace {
   int64_t rows = 0, T = 0, H = 0, HV = 0, D = 0, slots = 0, seqs = 0;
-  size_t qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, w = 0, u = 0, gamma = 0, tmat = 0, vnew = 0, states = 0, dv2 = 0, dh = 0;
+  size_t intermediates = 0, qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, u = 0, dv2 = 0, dh = 0;
   size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, total = 0;
+  bool rerun = false;  // the forward's pieces recomputed into this workspace
   explicit BwdWorkspace(const GdnBwdParams& p) {
     const GdnInputs& in = p.in;
     if (!gdn::check_chunked_supported(in).ok()) return;
@@ -52,24 +54,18 @@ struct BwdWorkspace {
     D = in.q.size(3);
     seqs = varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0);
     slots = gdn::wy_slot_count(T, seqs, varlen);
-    auto take = [&](int64_t bytes) {
-      const size_t at = total;
-      total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
-      return at;
-    };
+    gdn::BufferLayout at;
+    rerun = p.intermediates.data == nullptr;
+    if (rerun) (void)gdn::Intermediates(in, at);  // at offset 0
+    auto take = [&](int64_t bytes) { return at.take(bytes); };
     if (in.use_qk_l2norm) {
       qn = take(rows * H * D * 2);
       kn = take(rows * H * D * 2);
       rstd_q = take(rows * H * 4);
       rstd_k = take(rows * H * 4);
     }
-    w = take(rows * HV * D * 2);
-    u = take(rows * HV * D * 2);  // u, then dv_local (u is spent once the recurrence is done)
-    gamma = take(rows * HV * 4);
-    tmat = take(rows * HV * 64 * 2);
-    vnew = take(rows * HV * D * 2);
+    u = take(rows * HV * D * 2);  // the rerun's u, then dv_local (u is spent once the recurrence is done)
     dv2 = take(rows * HV * D * 2);
-    states = take(slots * HV * D * D * 2);
     dh = take(slots * HV * D * D * 2);
     if (HV != H) {  // GVA: dq, dk per value head, summed by the finish pass
       dq = take(rows * HV * D * 4);
@@ -78,9 +74,10 @@ struct BwdWorkspace {
     dbeta = take(rows * HV * 4);
     dg = take(rows * HV * 4);
     if (varlen) first = take(seqs * 8);
+    total = at.total;
   }
   // [rows, heads, width] at offset `at` as RowTensor (element strides); for optional_rows, at == 0
-  // means not taken (every optional buffer comes after w, u, gamma).
+  // means not taken (every optional buffer comes after u).
   gdn::RowTensor rows_of(char* base, size_t at, int64_t heads, int64_t width) const {
     return {base + at, T * heads * width, heads * width, width};
   }
@@ -127,16 +124,13 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
     in.use_qk_l2norm = false;
   }
 
-  // 1. The forward's pieces.
+  // 1. The forward's pieces: kept by the forward, or recomputed here.
   gdn::ChunkFwdArgs f;
   ATTNKIT_RETURN_IF_ERROR(gdn::chunk_forward_args(in, f));
-  f.w = ws.rows_of(base, ws.w, ws.HV, kD);
+  gdn::BufferLayout at;
+  gdn::Intermediates(in, at).point(f, ws.rerun ? base : static_cast<char*>(p.intermediates.data));
   f.u = ws.rows_of(base, ws.u, ws.HV, kD);
-  f.gamma = ws.rows_of(base, ws.gamma, ws.HV, 1);
-  f.tmat = ws.rows_of(base, ws.tmat, ws.HV, 64);
-  f.vnew = ws.rows_of(base, ws.vnew, ws.HV, kD);
-  f.states = base + ws.states;
-  ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, raw.q.dtype, kD, stream));
+  if (ws.rerun) ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, raw.q.dtype, kD, stream));
 
   // 2. dv_local, into u's buffer.
   gdn::ChunkBwdArgs b;

@@ -80,7 +80,8 @@ namespace {
 Status check_supported(const GdnFwdParams& p) { return gdn::check_chunked_supported(p.in); }
 
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
-// u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned.
+// u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned. With the
+// caller's intermediates (a training forward) w and gamma live there and only u here.
 struct ChunkWorkspace {
   int64_t rows = 0, HV = 0, K = 0, V = 0;
   size_t w = 0, u = 0, gamma = 0, total = 0;
@@ -91,20 +92,25 @@ struct ChunkWorkspace {
     K = p.in.q.size(3);
     V = p.in.v.size(3);
     const int64_t e = dtype_size(p.in.q.dtype);
-    auto take = [&](int64_t bytes) {
-      const size_t at = total;
-      total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
-      return at;
-    };
-    w = take(rows * HV * K * e);
-    u = take(rows * HV * V * e);
-    gamma = take(rows * HV * 4);
+    gdn::BufferLayout at;
+    const bool kept = p.intermediates.data != nullptr;
+    if (!kept) w = at.take(rows * HV * K * e);
+    u = at.take(rows * HV * V * e);
+    if (!kept) gamma = at.take(rows * HV * 4);
+    total = at.total;
   }
 };
 
 }  // namespace
 
 size_t gdn_forward_workspace_size(const GdnFwdParams& p) { return ChunkWorkspace(p).total; }
+
+size_t gdn_intermediates_size(const GdnInputs& in) {
+  if (!gdn::check_chunked_supported(in).ok()) return 0;
+  gdn::BufferLayout at;
+  (void)gdn::Intermediates(in, at);
+  return at.total;
+}
 
 Status gdn_forward(const GdnFwdParams& p) {
   ATTNKIT_RETURN_IF_ERROR(check_supported(p));
@@ -130,9 +136,14 @@ Status gdn_forward(const GdnFwdParams& p) {
     return InvalidArgument("workspace: the CUDA chunked forward needs a 256-byte aligned device pointer");
   char* base = static_cast<char*>(p.workspace.data);
   const int64_t T = in.q.size(1);
-  a.w = {base + ws.w, T * ws.HV * K, ws.HV * K, K};
   a.u = {base + ws.u, T * ws.HV * ws.V, ws.HV * ws.V, ws.V};
-  a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
+  if (p.intermediates.data) {  // a training forward: the WY pieces, T, v_new and start states kept
+    gdn::BufferLayout at;
+    gdn::Intermediates(in, at).point(a, static_cast<char*>(p.intermediates.data));
+  } else {
+    a.w = {base + ws.w, T * ws.HV * K, ws.HV * K, K};
+    a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
+  }
   return gdn::launch_chunk_forward(a, in.q.dtype, K, static_cast<cudaStream_t>(p.stream));
 }
 

@@ -18,4 +18,45 @@ Status launch_chunk_forward(const ChunkFwdArgs& a, DType dtype, int64_t K, cudaS
 // bwd_dhu with every argument but the value block set: picks it (a.v_blocks) and launches.
 Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, cudaStream_t stream);
 
+// Buffers one after the other from offset `total` on, each 256-byte aligned.
+struct BufferLayout {
+  size_t total = 0;
+  size_t take(int64_t bytes) {
+    const size_t at = total;
+    total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
+    return at;
+  }
+};
+
+// What the backward needs of the forward's kernels, at byte offsets in one buffer (the forward's
+// GdnFwdParams::intermediates, or the backward's own workspace when it reruns them): w [rows, HV,
+// K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), and each chunk's start
+// state [slots, HV, K, V] (16-bit; ChunkSlot numbers the chunks). rows = B * T (varlen: B = 1).
+struct Intermediates {
+  int64_t T = 0, HV = 0, K = 0, V = 0;
+  size_t w = 0, tmat = 0, vnew = 0, gamma = 0, states = 0;
+  Intermediates(const GdnInputs& in, BufferLayout& at) {
+    const bool varlen = in.cu_seqlens.defined();
+    T = in.q.size(1);
+    HV = in.v.size(2);
+    K = in.q.size(3);
+    V = in.v.size(3);
+    const int64_t rows = in.q.size(0) * T, e = dtype_size(in.q.dtype);
+    const int64_t slots = wy_slot_count(T, varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0), varlen);
+    w = at.take(rows * HV * K * e);
+    tmat = at.take(rows * HV * 64 * e);
+    vnew = at.take(rows * HV * V * e);
+    gamma = at.take(rows * HV * 4);
+    states = at.take(slots * HV * K * V * e);
+  }
+  // Points the forward kernels' w, gamma (the WY kernel's), T, v_new and states at `base`.
+  void point(ChunkFwdArgs& f, char* base) const {
+    f.w = {base + w, T * HV * K, HV * K, K};
+    f.tmat = {base + tmat, T * HV * 64, HV * 64, 64};
+    f.vnew = {base + vnew, T * HV * V, HV * V, V};
+    f.gamma = {base + gamma, T * HV, HV, 1};
+    f.states = base + states;
+  }
+};
+
 }  // namespace attnkit::cuda::gdn
