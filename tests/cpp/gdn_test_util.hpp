@@ -89,7 +89,7 @@ inline GdnInputs gdn_inputs(const GdnCase& c, const GdnData& d) {
   in.k = d.k.view;
   in.v = d.v.view;
   in.beta = d.beta.view;
-  if (d.g.numel() && d.g.view.defined()) in.g = d.g.view;
+  if (d.g.view.defined()) in.g = d.g.view;
   if (d.gk.view.defined()) in.gk = d.gk.view;
   if (d.A_log.view.defined()) {
     in.A_log = d.A_log.view;
