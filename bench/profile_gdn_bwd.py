@@ -2,7 +2,9 @@
 case (default B4 T8192 H16, K = V = 128, l2norm, initial and final state) under torch.profiler,
 per-kernel CUDA time summed over --iters iterations and divided by them.
 
-    python3 bench/profile_gdn_bwd.py [--B 4 --T 8192 --H 16] [--iters 10]
+    python3 bench/profile_gdn_bwd.py [--B 4 --T 8192 --H 16] [--iters 10] [--keep]
+
+--keep: the forward keeps its intermediates (keep_intermediates=True), the backward reruns nothing.
 """
 import argparse, os, sys
 
@@ -20,6 +22,7 @@ def main():
     ap.add_argument("--T", type=int, default=8192)
     ap.add_argument("--H", type=int, default=16)
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
     q, k, v, g, beta, cu = make_inputs(args.B, args.T, args.H, None)
     h0 = torch.randn(args.B, args.H, D, D, device="cuda")
@@ -28,7 +31,7 @@ def main():
 
     def step():
         o, s = attnkit.chunk_gated_delta_rule(*leaves[:5], initial_state=leaves[5], output_final_state=True,
-                                              use_qk_l2norm_in_kernel=True)
+                                              use_qk_l2norm_in_kernel=True, keep_intermediates=args.keep)
         torch.autograd.grad((o, s), leaves, (do, dht))
 
     for _ in range(3):
@@ -44,7 +47,7 @@ def main():
             name = e.name.split("<")[0].split("(")[0][:60]
             totals[name] = totals.get(name, 0.0) + e.device_time / 1000.0
     total = sum(totals.values()) / args.iters
-    print(f"B{args.B} T{args.T} H{args.H}: {total:.3f} ms of kernels per forward + backward")
+    print(f"B{args.B} T{args.T} H{args.H}{' kept' if args.keep else ''}: {total:.3f} ms of kernels per forward + backward")
     for name, ms in sorted(totals.items(), key=lambda x: -x[1]):
         print(f"  {ms / args.iters:8.4f} ms  {name}")
 
