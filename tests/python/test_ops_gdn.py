@@ -104,6 +104,19 @@ def test_gradients_finite_differences(fn):
     assert torch.autograd.gradcheck(run, [t.clone().requires_grad_() for t in leaves])
 
 
+def test_gradient_through_the_final_state_alone():
+    """Only the final state reaches the loss: the output's gradient comes as None (no zero-filled
+    tensors are materialised) and is taken as zero."""
+    x = inputs()
+    leaves = [t.clone().requires_grad_() for t in (x["q"], x["k"], x["v"], x["g"], x["beta"])]
+    o, s = attnkit.chunk_gated_delta_rule(*leaves, output_final_state=True)
+    alone = torch.autograd.grad(s.sum(), leaves)
+    o, s = attnkit.chunk_gated_delta_rule(*leaves, output_final_state=True)
+    explicit = torch.autograd.grad((o, s), leaves, (torch.zeros_like(o), torch.ones_like(s)))
+    for a, b in zip(alone, explicit):
+        assert torch.equal(a, b)
+
+
 def test_recurrent_gradients_match_chunked():
     x = inputs(T=12)
     h0 = torch.randn(2, 4, 16, 16, dtype=torch.float64)
