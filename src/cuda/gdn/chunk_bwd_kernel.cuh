@@ -10,6 +10,8 @@
 // Sums over a row or a column (dbeta, dgamma) are reduced by shuffles and written once per
 // (warp, row): no float atomics, so the gradients are the same bits run after run.
 #pragma once
+#include <type_traits>
+
 #include "attnkit/semantics/numerics.hpp"
 #include "src/cuda/gdn/chunk_bwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
@@ -46,25 +48,46 @@ constexpr int dv_local_smem_bytes() { return ChunkBwdLayout<kD>::kDvlVec + int(s
 
 constexpr int kChunkBwdThreads = 256;
 
+// The copies below: thread t copies the 16-byte piece t % (kCols / 8) of rows t / (kCols / 8) +
+// i * kStep, its two addresses worked out once and stepped by constants (fully unrolled, the
+// 16-byte-or-element choice made once outside the loop): a few instructions a piece, not ~20.
+template <int kCols>
+struct PieceWalk {
+  static constexpr int kUnits = kCols / 8, kStep = kChunkBwdThreads / kUnits;
+  static_assert(kChunkBwdThreads % kUnits == 0);
+  int r, c;
+  __device__ PieceWalk() : r(int(threadIdx.x) / kUnits), c((int(threadIdx.x) % kUnits) * 8) {}
+};
+
 // Rows of chunk j of one head of x into the padded tile m; rows at or past `valid` zero-filled.
 template <int kCols, class E>
 __device__ void load_rows(const tiles::SmemMat<64, kCols>& m, const E* base, const RowTensor& x, const WorkItem& it, int head,
                           int j, int valid, bool vec16) {
-  constexpr int kUnits = kCols / 8;
-  const E* chunk = base + it.row(x, int64_t(j) * 64, head);
-  for (int p = threadIdx.x; p < 64 * kUnits; p += kChunkBwdThreads) {
-    const int r = p / kUnits, c = (p % kUnits) * 8;
-    const bool ok = r < valid;
-    copy16(m.at(r, c), ok ? chunk + r * x.st + c : chunk, ok, vec16);
-  }
+  using W = PieceWalk<kCols>;
+  const W w;
+  const E* chunk = base + it.row(x, int64_t(j) * 64, head);  // row 0: valid in every chunk
+  const E* src = chunk + w.r * x.st + w.c;
+  const int64_t step = int64_t(W::kStep) * x.st;
+  const uint32_t dst = m.at(w.r, w.c);
+  auto pieces = [&](auto vec) {
+#pragma unroll
+    for (int i = 0; i < 64 / W::kStep; ++i) {
+      const bool ok = w.r + i * W::kStep < valid;
+      copy16(dst + uint32_t(i * W::kStep * m.kPitch * 2), ok ? src + i * step : chunk, ok, decltype(vec)::value);
+    }
+  };
+  if (vec16) pieces(std::true_type{});
+  else pieces(std::false_type{});
 }
 // A contiguous [kD, kD] 16-bit matrix (a chunk's state or dh) into the padded tile m.
 template <int kD, class E>
 __device__ void load_state(const tiles::SmemMat<kD, kD>& m, const E* src) {
-  for (int p = threadIdx.x; p < kD * kD / 8; p += kChunkBwdThreads) {
-    const int r = p / (kD / 8), c = (p % (kD / 8)) * 8;
-    copy16(m.at(r, c), src + r * kD + c, true, true);
-  }
+  using W = PieceWalk<kD>;
+  const W w;
+  src += w.r * kD + w.c;
+  const uint32_t dst = m.at(w.r, w.c);
+#pragma unroll
+  for (int i = 0; i < kD / W::kStep; ++i) copy16(dst + uint32_t(i * W::kStep * m.kPitch * 2), src + i * W::kStep * kD, true, true);
 }
 
 template <class E, int kD>
@@ -112,27 +135,28 @@ struct ChunkBwd {
     }
   }
 
-  // acc's live rows -> fp32 [rows, HV, D] at columns n0.. (dq, dk).
+  // acc's live rows -> fp32 [rows, HV, D] at columns n0.. (dq, dk). Each of the thread's two rows'
+  // address is worked out once; its n-tiles are 8 columns apart.
   __device__ void store_f32(const Acc<kHalf>& acc, const RowTensor& x, int n0) const {
-    auto* out = static_cast<float*>(x.ptr);
 #pragma unroll
-    for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
+    for (int h = 0; h < 2; ++h) {
+      if (row(2 * h) >= valid) continue;
+      float* out = static_cast<float*>(x.ptr) + it.row(x, t0() + row(2 * h), it.hv) + n0 + Acc<kHalf>::col(0, 0);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (row(2 * h) < valid)
-          *reinterpret_cast<float2*>(out + it.row(x, t0() + row(2 * h), it.hv) + n0 + Acc<kHalf>::col(t, 0)) =
-              make_float2(acc.c[t][2 * h], acc.c[t][2 * h + 1]);
+      for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
+        *reinterpret_cast<float2*>(out + 8 * t) = make_float2(acc.c[t][2 * h], acc.c[t][2 * h + 1]);
+    }
   }
   // acc's live rows -> 16-bit [B, T, heads, D] at columns n0.. of `head` (dv, dv_local, dq, dk).
   __device__ void store_16(const Acc<kHalf>& acc, const RowTensor& x, int n0, int head) const {
-    auto* out = static_cast<E*>(x.ptr);
 #pragma unroll
-    for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
+    for (int h = 0; h < 2; ++h) {
+      if (row(2 * h) >= valid) continue;
+      E* out = static_cast<E*>(x.ptr) + it.row(x, t0() + row(2 * h), head) + n0 + Acc<kHalf>::col(0, 0);
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        if (row(2 * h) < valid)
-          *reinterpret_cast<uint32_t*>(out + it.row(x, t0() + row(2 * h), head) + n0 + Acc<kHalf>::col(t, 0)) =
-              pack2<E>(acc.c[t][2 * h], acc.c[t][2 * h + 1]);
+      for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
+        *reinterpret_cast<uint32_t*>(out + 8 * t) = pack2<E>(acc.c[t][2 * h], acc.c[t][2 * h + 1]);
+    }
   }
 
   // dq or dk of this value head out: fp32 per value head for the GVA sums (finish pass), or (direct)
