@@ -192,7 +192,11 @@ TEST_F(GdnChunkBwdGpu, VarlenWithShortAndEmptySequencesAndGva) {
 TEST_F(GdnChunkBwdGpu, UnalignedRows) {
   GdnCase c = bwd_case(DType::kFloat16, 64, 100);
   c.l2norm = true;
-  check_backward(c, 43, 4);
+  check_backward(c, 43, 4);  // rows 8-byte aligned
+  c = bwd_case(DType::kBFloat16, 128, 70);
+  c.l2norm = true;
+  c.H = c.HV;
+  check_backward(c, 44, 1);  // rows 2-byte aligned: every element path, the l2norm's included
 }
 
 // No tokens at all: dh0 is dht, the fused gate's sums are 0, nothing else to write.

@@ -47,6 +47,7 @@ struct TokenOut {
 // The l2norm pass before: raw rows q, k -> normalised qn, kn (16-bit) and inverse norms (fp32).
 struct L2normRows {
   RowTensor q, k, qn, kn, rstd_q, rstd_k;
+  bool vec = false;  // q's and k's rows start (kD / 32) * 2-byte aligned: one access per lane
 };
 
 // The finishing passes over tokens (after the per-chunk kernel): GVA sums and the in-op

@@ -116,7 +116,8 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   gdn::L2normRows l2;
   if (raw.use_qk_l2norm) {
     l2 = {gdn::row_tensor(raw.q, varlen), gdn::row_tensor(raw.k, varlen), ws.rows_of(base, ws.qn, ws.H, kD),
-          ws.rows_of(base, ws.kn, ws.H, kD),  ws.rows_of(base, ws.rstd_q, ws.H, 1), ws.rows_of(base, ws.rstd_k, ws.H, 1)};
+          ws.rows_of(base, ws.kn, ws.H, kD),  ws.rows_of(base, ws.rstd_q, ws.H, 1), ws.rows_of(base, ws.rstd_k, ws.H, 1),
+          gdn::rows_aligned(raw.q, varlen, kD / 16) && gdn::rows_aligned(raw.k, varlen, kD / 16)};
     ATTNKIT_RETURN_IF_ERROR(
         cuda_status(gdn::launch_gdn_bwd_l2norm<E, kD>(l2, ws.rows, ws.T, static_cast<int>(ws.H), stream), "gdn_backward"));
     in.q = workspace_rows(raw.q, l2.qn);

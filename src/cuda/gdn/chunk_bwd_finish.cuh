@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cute/config.hpp>
+#include <cutlass/array.h>
 
 #include "attnkit/semantics/numerics.hpp"
 #include "src/cuda/gdn/chunk_bwd_args.cuh"
@@ -33,25 +34,46 @@ __device__ void warp_l2norm(float (&x)[kD / 32], float& rstd) {
 }
 
 // One warp per (row, head): qn, kn = l2norm(q), l2norm(k) in 16 bits, and their inverse norms
-// (fp32 [rows, H]) for the per-chunk kernel's l2norm backward.
+// (fp32 [rows, H]) for the per-chunk kernel's l2norm backward. Lane l holds the kD / 32 adjacent
+// elements from kD / 32 * l: one 4- or 8-byte access per lane and row (a.vec: q's and k's rows so
+// aligned; the workspace's always are), q's and k's loads issued together.
 template <class E, int kD>
 __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(const L2normRows a, int64_t rows, int64_t T, int H) {
+  constexpr int kPer = kD / 32;
+  using Piece = cutlass::AlignedArray<E, kPer>;
   const int64_t item = (int64_t(blockIdx.x) * kFinishThreads + threadIdx.x) / 32;
   if (item >= rows * H) return;
   const int64_t row = item / H;
   const int h = static_cast<int>(item % H), lane = threadIdx.x % 32;
+  Piece in[2];
+#pragma unroll
   for (int which = 0; which < 2; ++which) {
     const RowTensor& src = which ? a.k : a.q;
+    const E* p = static_cast<const E*>(src.ptr) + offset_of(src, row, T, h) + kPer * lane;
+    if (a.vec) {
+      in[which] = *reinterpret_cast<const Piece*>(p);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) in[which][i] = p[i];
+    }
+  }
+#pragma unroll
+  for (int which = 0; which < 2; ++which) {
+    float x[kPer], ss = 0.f;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      x[i] = float(in[which][i]);
+      ss += x[i] * x[i];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
+    const float rstd = rsqrtf(ss + 1e-6f);
+    Piece y;
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) y[i] = E(x[i] * rstd);
     const RowTensor& dst = which ? a.kn : a.qn;
+    *reinterpret_cast<Piece*>(static_cast<E*>(dst.ptr) + offset_of(dst, row, T, h) + kPer * lane) = y;
     const RowTensor& rstd_out = which ? a.rstd_k : a.rstd_q;
-    const E* in = static_cast<const E*>(src.ptr) + offset_of(src, row, T, h);
-    E* out = static_cast<E*>(dst.ptr) + offset_of(dst, row, T, h);
-    float x[kD / 32], rstd;
-#pragma unroll
-    for (int i = 0; i < kD / 32; ++i) x[i] = float(in[lane + 32 * i]);
-    warp_l2norm<kD>(x, rstd);
-#pragma unroll
-    for (int i = 0; i < kD / 32; ++i) out[lane + 32 * i] = E(x[i]);
     if (lane == 0) static_cast<float*>(rstd_out.ptr)[offset_of(rstd_out, row, T, h)] = rstd;
   }
 }
