@@ -43,13 +43,15 @@ __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(const L2
   using Piece = cutlass::AlignedArray<E, kPer>;
   const int64_t item = (int64_t(blockIdx.x) * kFinishThreads + threadIdx.x) / 32;
   if (item >= rows * H) return;
-  const int64_t row = item / H;
-  const int h = static_cast<int>(item % H), lane = threadIdx.x % 32;
+  // (b, t, h) of this warp's rows: two 64-bit divisions, not one per tensor (offset_of)
+  const int64_t row = item / H, b = row / T, t = row - b * T;
+  const int h = static_cast<int>(item - row * H), lane = threadIdx.x % 32;
+  auto at = [&](const RowTensor& x) { return b * x.sb + t * x.st + h * x.sh; };
   Piece in[2];
 #pragma unroll
   for (int which = 0; which < 2; ++which) {
     const RowTensor& src = which ? a.k : a.q;
-    const E* p = static_cast<const E*>(src.ptr) + offset_of(src, row, T, h) + kPer * lane;
+    const E* p = static_cast<const E*>(src.ptr) + at(src) + kPer * lane;
     if (a.vec) {
       in[which] = *reinterpret_cast<const Piece*>(p);
     } else {
@@ -72,9 +74,9 @@ __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(const L2
 #pragma unroll
     for (int i = 0; i < kPer; ++i) y[i] = E(x[i] * rstd);
     const RowTensor& dst = which ? a.kn : a.qn;
-    *reinterpret_cast<Piece*>(static_cast<E*>(dst.ptr) + offset_of(dst, row, T, h) + kPer * lane) = y;
+    *reinterpret_cast<Piece*>(static_cast<E*>(dst.ptr) + at(dst) + kPer * lane) = y;
     const RowTensor& rstd_out = which ? a.rstd_k : a.rstd_q;
-    if (lane == 0) static_cast<float*>(rstd_out.ptr)[offset_of(rstd_out, row, T, h)] = rstd;
+    if (lane == 0) static_cast<float*>(rstd_out.ptr)[at(rstd_out)] = rstd;
   }
 }
 
