@@ -15,7 +15,7 @@
 
 namespace attnkit::cuda::gdn {
 
-template <class T, Recurrence kMode>  // kStates: the backward's rerun, no Q and no output
+template <class T, Recurrence kMode>  // without output (kStates): no Q to load, no rows to store
 struct LoadWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;

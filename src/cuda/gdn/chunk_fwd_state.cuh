@@ -9,9 +9,9 @@
 //   v_new = u - V'; H *= exp(gamma_last); H += K^T (exp(gamma_last - gamma) v_new)   (SS)
 //   S = Q K^T (SS); H's 16-bit copy for the next chunk while S runs
 //   O *= scale exp(gamma); Aqk = scale tril(S) Gamma; O += Aqk v_new (RS); O into u's buffer.
-// kMode (chunk_fwd_args.cuh) kOutputAndStates (a training forward) also writes each chunk's start
-// state and v_new to global memory (a.states, a.vnew) for the backward; kStates (the backward's
-// rerun) writes only those: without output only the state's own path runs.
+// The mode (Recurrence, chunk_fwd_args.cuh): kOutputAndStates (a training forward) also writes each
+// chunk's start state and v_new to global memory (a.states, a.vnew) for the backward; kStates (the
+// backward's rerun) writes only those, and without output only the state's own path runs.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -138,7 +138,7 @@ struct StateWarpgroup {
         tWH(i) = float(u2[0]) - tWH(i);
         tWH(i + 1) = float(u2[1]) - tWH(i + 1);
       }
-      if constexpr (output || keep) store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);
+      store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);  // for Aqk v_new and / or the backward
       store_pairs<Element>(tWH, thr_wh.partition_C(sDv), [&](int i, float x) { return x * dv_scale[half(i)]; });
       const float decay = ex2(g_last);
       CUTE_UNROLL
