@@ -40,7 +40,7 @@ namespace {
 // forward's intermediates they come first here (the same layout), the rerun's u after them.
 struct BwdWorkspace {
   int64_t rows = 0, T = 0, H = 0, HV = 0, D = 0, slots = 0, seqs = 0;
-  size_t intermediates = 0, qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, u = 0, dv2 = 0, dh = 0;
+  size_t qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, u = 0, dv2 = 0, dh = 0;
   size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, total = 0;
   bool rerun = false;  // the forward's pieces recomputed into this workspace
   explicit BwdWorkspace(const GdnBwdParams& p) {
