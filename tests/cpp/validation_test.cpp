@@ -314,6 +314,16 @@ TEST(Validation, GdnIntermediates) {
   expect_invalid(gdn_forward(p), "intermediates", "expected gdn_intermediates_size() = " + std::to_string(need));
   p.intermediates = {static_cast<char*>(fake) + 16, need};
   expect_invalid(gdn_forward(p), "intermediates", "256-byte aligned");
+
+  // The backward checks the same buffer the same way.
+  const Cotangents ct = make_cotangents(c, 6);
+  GdnGrads g = make_grads(d);
+  GdnBwdParams b = gdn_bwd_params(c, d, ct, g);
+  for (TensorView* t : {&b.in.q, &b.in.k, &b.in.v, &b.in.g, &b.in.beta, &b.dout, &b.dfinal_state, &b.dq, &b.dk, &b.dv,
+                        &b.dbeta, &b.dg})
+    t->device = Device::cuda(0);
+  b.intermediates = {fake, need + 256};
+  expect_invalid(gdn_backward(b), "intermediates", "expected gdn_intermediates_size() = " + std::to_string(need));
 }
 
 TEST(Validation, GdnVarlenNeedsBatchOne) {
