@@ -57,23 +57,22 @@ struct BwdWorkspace {
     gdn::BufferLayout at;
     rerun = p.intermediates.data == nullptr;
     if (rerun) (void)gdn::Intermediates(in, at);  // at offset 0
-    auto take = [&](int64_t bytes) { return at.take(bytes); };
     if (in.use_qk_l2norm) {
-      qn = take(rows * H * D * 2);
-      kn = take(rows * H * D * 2);
-      rstd_q = take(rows * H * 4);
-      rstd_k = take(rows * H * 4);
+      qn = at.take(rows * H * D * 2);
+      kn = at.take(rows * H * D * 2);
+      rstd_q = at.take(rows * H * 4);
+      rstd_k = at.take(rows * H * 4);
     }
-    u = take(rows * HV * D * 2);  // the rerun's u, then dv_local (u is spent once the recurrence is done)
-    dv2 = take(rows * HV * D * 2);
-    dh = take(slots * HV * D * D * 2);
+    u = at.take(rows * HV * D * 2);  // the rerun's u, then dv_local (u is spent once the recurrence is done)
+    dv2 = at.take(rows * HV * D * 2);
+    dh = at.take(slots * HV * D * D * 2);
     if (HV != H) {  // GVA: dq, dk per value head, summed by the finish pass
-      dq = take(rows * HV * D * 4);
-      dk = take(rows * HV * D * 4);
+      dq = at.take(rows * HV * D * 4);
+      dk = at.take(rows * HV * D * 4);
     }
-    dbeta = take(rows * HV * 4);
-    dg = take(rows * HV * 4);
-    if (varlen) first = take(seqs * 8);
+    dbeta = at.take(rows * HV * 4);
+    dg = at.take(rows * HV * 4);
+    if (varlen) first = at.take(seqs * 8);
     total = at.total;
   }
   // [rows, heads, width] at offset `at` as RowTensor (element strides); for optional_rows, at == 0

@@ -20,7 +20,7 @@ __device__ inline int64_t offset_of(const RowTensor& x, int64_t row, int64_t T, 
   return (row / T) * x.sb + (row % T) * x.st + head * x.sh;  // row = b * T + t
 }
 
-// x / sqrt(sum x^2 + 1e-6) of one [kD] row by one warp: lane holds elements lane + 32 i.
+// x / sqrt(sum x^2 + 1e-6) of one [kD] row by one warp, kD / 32 elements a lane (any of them).
 template <int kD>
 __device__ void warp_l2norm(float (&x)[kD / 32], float& rstd) {
   float ss = 0.f;
@@ -61,18 +61,13 @@ __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(const L2
   }
 #pragma unroll
   for (int which = 0; which < 2; ++which) {
-    float x[kPer], ss = 0.f;
+    float x[kPer], rstd;
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      x[i] = float(in[which][i]);
-      ss += x[i] * x[i];
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
-    const float rstd = rsqrtf(ss + 1e-6f);
+    for (int i = 0; i < kPer; ++i) x[i] = float(in[which][i]);
+    warp_l2norm<kD>(x, rstd);
     Piece y;
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) y[i] = E(x[i] * rstd);
+    for (int i = 0; i < kPer; ++i) y[i] = E(x[i]);
     const RowTensor& dst = which ? a.kn : a.qn;
     *reinterpret_cast<Piece*>(static_cast<E*>(dst.ptr) + at(dst) + kPer * lane) = y;
     const RowTensor& rstd_out = which ? a.rstd_k : a.rstd_q;
