@@ -22,9 +22,9 @@ step() {  # step LOG CMD...: run, append to $OUT/LOG, remember failures
 if has build; then
   { nvidia-smi; nvcc --version; cmake --version; } >"$OUT/build.log" 2>&1
   step build.log env BUILD_DIR=$BUILD_DIR JOBS=$(nproc) CMAKE_ARGS="-DATTNKIT_WITH_CUDA=ON -DATTNKIT_PTXAS_VERBOSE=ON" bash scripts/setup.sh
-  grep -E "spill|registers|C7510|Compiling entry" "$OUT/build.log" >"$OUT/ptxas.log" || true
-  if grep -q "C7510" "$OUT/build.log" || grep -qE "[1-9][0-9]* bytes spill" "$OUT/build.log"; then
-    echo "   ptxas: spills or C7510 (see ptxas.log)"; status=1
+  grep -E "spill|registers|C75[0-9][0-9]|Compiling entry" "$OUT/build.log" >"$OUT/ptxas.log" || true
+  if grep -qE "C75[0-9][0-9]" "$OUT/build.log" || grep -qE "[1-9][0-9]* bytes spill" "$OUT/build.log"; then
+    echo "   ptxas: spills or C75xx (WGMMA serialization; see ptxas.log)"; status=1
   fi
   for o in $(find $BUILD_DIR -name "*.cu.o"); do  # SASS check
     echo "$o: $(cuobjdump -sass "$o" 2>/dev/null | grep -c HGMMA) HGMMA, $(cuobjdump -sass "$o" 2>/dev/null | grep -cE 'LDL|STL') local-memory ops" >>"$OUT/ptxas.log"

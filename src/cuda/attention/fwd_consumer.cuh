@@ -128,27 +128,39 @@ struct Consumer {
         }
       };
 
-      // Key tile 0: S alone, or with the pending tile's last P.V.
-      typename T::PipelineState state_v = state;  // the pending tile's last V
-      if (pending) ++state;
-      pipe_k.consumer_wait(state);
-      if (pending) pipe_v.consumer_wait(state_v);
-      turns.wait();
-      gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
-      if (pending) gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
-      turns.pass();
-      if (pending) warpgroup_wait<1>();  // S ready; the pending P.V still running
-      else warpgroup_wait<0>();
-      warpgroup_fence_operand(tSrS);
-      pipe_k.consumer_release(state);
-      scores_to_probs(0);
-      if (pending) {
+      // Key tile 0: S alone, or with the pending tile's last P.V. Each path waits for all its
+      // WGMMAs: GEMMs still in flight where the paths join would make ptxas serialize every WGMMA
+      // of the kernel (C7518).
+      typename T::PipelineState state_v;
+      if (!kDeferTail || !pending) {
+        pipe_k.consumer_wait(state);
+        turns.wait();
+        gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+        turns.pass();
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(state);
+        scores_to_probs(0);
+        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
+      } else {
+        state_v = state;  // the pending tile's last V
+        ++state;
+        pipe_k.consumer_wait(state);
+        pipe_v.consumer_wait(state_v);
+        turns.wait();
+        gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+        gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
+        turns.pass();
+        warpgroup_wait<1>();  // S ready; the pending P.V still running
+        warpgroup_fence_operand(tSrS);
+        pipe_k.consumer_release(state);
+        scores_to_probs(0);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(state_v);
+        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
+        store_tile(tail.tile, tail.lse);
       }
-      convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
-      if (pending) store_tile(tail.tile, tail.lse);
       clear(tOrO);
 
       for (int i = 1; i < count; ++i) {
