@@ -5,8 +5,6 @@
 // O += P_{n+1} V_{n+1}  ->  [pass turn]  wait S_n  ->  mask + online softmax of S_n while P.V runs
 // ->  wait P.V, rescale O, P_n = bf16(S_n). The turn (IssueTurns) alternates the two consumer
 // warpgroups so one's softmax overlaps the other's WGMMAs.
-// Across tiles the same overlap continues where Q is double-buffered: a tile's last P.V issues
-// with the next tile's first S GEMM, and the tile's epilogue follows that S's softmax.
 #pragma once
 #include "src/cuda/attention/fwd_epilogue.cuh"
 #include "src/cuda/attention/fwd_producer.cuh"
@@ -32,10 +30,6 @@ struct Consumer {
   using Tile = typename Variant::template Tile<Traits>;
   using Scores = typename Variant::template Scores<Traits>;
   using Element = typename T::Element;
-  // With two Q buffers the next tile's Q is resident before this tile ends, so a tile's last P.V
-  // is issued together with the next tile's first S GEMM (like any two key tiles of one tile) and
-  // its epilogue runs after that S's softmax. With one Q buffer the last P.V runs alone.
-  static constexpr bool kDeferTail = T::kQStages > 1;
   typename T::TiledMmaQK mma_qk;
   typename T::TiledMmaPV mma_pv;
   int thread_idx;  // 0 .. 255 over both consumer warpgroups
@@ -45,14 +39,29 @@ struct Consumer {
 
   CUTE_DEVICE void run(const FwdParams<T, Variant>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
                        typename T::Pipeline& pipe_v) {
-    const AttnFwdArgs& a = params.args;
     const IssueTurns turns{wg};
     turns.start();
-    typename T::PipelineState state;  // the next K stage to read; its V stage too, unless a tail is pending
+    typename T::PipelineState state;  // index 0, phase 0
+    for (int j = 0;; ++j) {  // the j-th tile of this CTA, in Q buffer j % kQStages
+      const int buf = j % T::kQStages;
+      smem.barrier_q_full[buf].wait((j / T::kQStages) & 1);  // Q landed, or the end was published
+      const int t = *const_cast<volatile int*>(&smem.tile[buf]);
+      if (t >= params.args.num_tiles) break;
+      mainloop_and_epilogue(params, smem, pipe_k, pipe_v, state, turns, t, buf);
+    }
+  }
+
+  CUTE_DEVICE void mainloop_and_epilogue(const FwdParams<T, Variant>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
+                                         typename T::Pipeline& pipe_v, typename T::PipelineState& state,
+                                         const IssueTurns& turns, int t, int q_buf) {
+    const AttnFwdArgs& a = params.args;
+    const Tile tile(a, params.extra, t);
+    Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
     Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
     auto wg_qk = mma_qk.get_slice(wg * 128);  // operand descriptors are per warpgroup
     auto wg_pv = mma_pv.get_slice(wg * 128);
+    Tensor tSrQ = wg_qk.partition_fragment_A(sQ);   // descriptors of this warpgroup's 64 rows
     Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (.., stage)
     Tensor tOrV = wg_pv.partition_fragment_B(sVt);  // (.., stage)
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [64, D] / 128 threads
@@ -62,109 +71,31 @@ struct Consumer {
         make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kBlockN>>{})));  // (row, col) of each S register
     constexpr int kRows = decltype(size<0>(cS))::value;
 
-    // The tail of the last tile that visited key tiles: the P.V of its last key tile (V at
-    // `state`) not yet issued. Its O and last P are already normalised; its index and LSE wait in
-    // this thread's TailSlot.
-    static_assert(kRows == 2, "TailSlot holds two rows per thread");
-    bool pending = false;
-    TailSlot& tail = smem.tail[thread_idx];
-    // O of tile t (normalised, complete) -> the caller's tensors. The tile's description is derived
-    // again rather than kept live through the main loop.
-    auto store_tile = [&](int t, const float (&lse)[kRows]) __attribute__((always_inline)) {
-      Tensor o_rc = as_rowcol(tOrO);
-      Tensor cO = as_rowcol(mma_pv.get_thread_slice(thread_idx).partition_C(
-          make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
-      Variant::template Epilogue<T>::store(a, params.extra, Tile(a, params.extra, t), o_rc, cO, lse);
+    const Scores scores(a, params.extra, tile, wg, smem.scratch[wg]);
+    OnlineSoftmax<kRows> softmax(scores.scale_log2());
+    float corr[kRows];
+    // The i-th visited key tile's scores -> probabilities. Force-inlined: an outlined call would
+    // pass the register tiles through the stack (local memory).
+    auto scores_to_probs = [&](int i) __attribute__((always_inline)) {
+      Tensor s_rc = as_rowcol(tSrS);
+      scores.apply(s_rc, cS, i, tile.key_tile(i));
+      softmax.step(s_rc, corr);
     };
-    // The pending tile's last P.V on its own, then its epilogue.
-    auto flush_pending = [&]() __attribute__((always_inline)) {
-      pipe_v.consumer_wait(state);
+
+    clear(tOrO);
+    const int count = tile.num_key_tiles();
+    if (count > 0) {
+      pipe_k.consumer_wait(state);
       turns.wait();
-      gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state.index()), tOrO);
+      gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
       turns.pass();
       warpgroup_wait<0>();
-      warpgroup_fence_operand(tOrO);
-      pipe_v.consumer_release(state);
-      ++state;
-      store_tile(tail.tile, tail.lse);
-      pending = false;
-    };
-
-    for (int j = 0;; ++j) {  // the j-th tile of this CTA, in Q buffer j % kQStages
-      const int buf = j % T::kQStages;
-      smem.barrier_q_full[buf].wait((j / T::kQStages) & 1);  // Q landed, or the end was published
-      const int t = *const_cast<volatile int*>(&smem.tile[buf]);
-      if (t >= a.num_tiles) break;
-      const Tile tile(a, params.extra, t);
-      const int count = tile.num_key_tiles();
-      if (count == 0) {  // no visible key: O = 0, LSE = -inf
-        if (pending) flush_pending();
-        smem.barrier_q_empty[buf].arrive();
-        float lse[kRows];
-        CUTE_UNROLL
-        for (int mi = 0; mi < kRows; ++mi) lse[mi] = -INFINITY;
-        clear(tOrO);
-        store_tile(t, lse);
-        continue;
-      }
-      Tensor tSrQ = wg_qk.partition_fragment_A(T::smem_q(smem, buf));  // descriptors of this warpgroup's 64 rows
-      const Scores scores(a, params.extra, tile, wg, smem.scratch[wg]);
-      OnlineSoftmax<kRows> softmax(scores.scale_log2());
-      float corr[kRows], lse[kRows];
-      // The i-th visited key tile's scores -> probabilities. Force-inlined: an outlined call would
-      // pass the register tiles through the stack (local memory).
-      auto scores_to_probs = [&](int i) __attribute__((always_inline)) {
-        Tensor s_rc = as_rowcol(tSrS);
-        scores.apply(s_rc, cS, i, tile.key_tile(i));
-        softmax.step(s_rc, corr);
-        // After the last key tile the row statistics are final: normalise its probabilities and
-        // (through corr) O, so that the tail's P.V leaves O normalised and only the LSE is kept.
-        if (i == count - 1) {
-          float inv_sum[kRows];
-          softmax.finalize(inv_sum, lse, scores.lse_scale());
-          rescale_rows(s_rc, inv_sum);
-          CUTE_UNROLL
-          for (int mi = 0; mi < kRows; ++mi) corr[mi] *= inv_sum[mi];
-        }
-      };
-
-      // Key tile 0: S alone, or with the pending tile's last P.V. Each path waits for all its
-      // WGMMAs: GEMMs still in flight where the paths join would make ptxas serialize every WGMMA
-      // of the kernel (C7518).
-      typename T::PipelineState state_v;
-      if (!kDeferTail || !pending) {
-        pipe_k.consumer_wait(state);
-        turns.wait();
-        gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
-        turns.pass();
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tSrS);
-        pipe_k.consumer_release(state);
-        scores_to_probs(0);
-        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
-      } else {
-        state_v = state;  // the pending tile's last V
-        ++state;
-        pipe_k.consumer_wait(state);
-        pipe_v.consumer_wait(state_v);
-        turns.wait();
-        gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
-        gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
-        turns.pass();
-        warpgroup_wait<1>();  // S ready; the pending P.V still running
-        warpgroup_fence_operand(tSrS);
-        pipe_k.consumer_release(state);
-        scores_to_probs(0);
-        warpgroup_wait<0>();
-        warpgroup_fence_operand(tOrO);
-        pipe_v.consumer_release(state_v);
-        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
-        store_tile(tail.tile, tail.lse);
-      }
-      clear(tOrO);
-
+      warpgroup_fence_operand(tSrS);
+      pipe_k.consumer_release(state);
+      scores_to_probs(0);
+      convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
       for (int i = 1; i < count; ++i) {
-        state_v = state;  // V of the previous key tile
+        typename T::PipelineState state_v = state;  // V of the previous key tile
         ++state;
         pipe_k.consumer_wait(state);
         pipe_v.consumer_wait(state_v);
@@ -183,14 +114,25 @@ struct Consumer {
         rescale_rows(o_rc, corr);
         convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
       }
-      smem.barrier_q_empty[buf].arrive();  // the last S GEMM has completed: the producer may refill Q
-      pending = true;
-      tail.tile = t;
-      CUTE_UNROLL
-      for (int mi = 0; mi < kRows; ++mi) tail.lse[mi] = lse[mi];
-      if constexpr (!kDeferTail) flush_pending();
+      pipe_v.consumer_wait(state);
+      turns.wait();
+      gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state.index()), tOrO);
+      turns.pass();
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      pipe_v.consumer_release(state);
+      ++state;
     }
-    if (pending) flush_pending();
+    smem.barrier_q_empty[q_buf].arrive();  // Q is no longer read: the producer may refill the buffer
+
+    float inv_sum[kRows], lse[kRows];
+    softmax.finalize(inv_sum, lse, scores.lse_scale());
+    Tensor o_rc = as_rowcol(tOrO);
+    rescale_rows(o_rc, inv_sum);
+    Tensor cO = as_rowcol(mma_pv.get_thread_slice(thread_idx).partition_C(
+        make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
+    // The tile's description is derived again rather than kept live through the main loop.
+    Variant::template Epilogue<T>::store(a, params.extra, Tile(a, params.extra, t), o_rc, cO, lse);
   }
 };
 

@@ -1,6 +1,6 @@
 // src/cuda/attention/fwd_producer.cuh — the producer warp of the forward kernel: for each tile,
-// waits until the consumers are done with its Q buffer, loads Q, then streams K and V tiles (last
-// key tile first) through two TMA pipelines. One elected thread issues everything.
+// waits until the consumers are done with Q, loads Q, then streams K and V tiles (last key tile
+// first) through two TMA pipelines. One elected thread issues everything.
 #pragma once
 #include "attnkit/semantics/heads.hpp"
 #include "src/cuda/attention/fwd_traits.cuh"
@@ -8,14 +8,10 @@
 
 namespace attnkit::cuda::attn {
 
-// K runs one key tile ahead of V (K_0, K_1, V_0, K_2, V_1, ..., V_last), the order in which the
-// consumers use them (the S GEMM of key tile i issues with the P.V of key tile i - 1): a K stage
-// never waits behind a V stage that is released later, which gives K two key tiles of slack.
 template <class Traits, class Variant, class Tile>
 CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem,
                            typename Traits::Pipeline& pipe_k, typename Traits::Pipeline& pipe_v,
-                           typename Traits::PipelineState& state_k, typename Traits::PipelineState& state_v,
-                           const Tile& tile, int q_buf) {
+                           typename Traits::PipelineState& state, const Tile& tile, int q_buf) {
   using T = Traits;
   Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
@@ -39,20 +35,13 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Tr
   smem.barrier_q_full[q_buf].arrive_and_expect_tx(T::kTmaBytesQ);
   copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.barrier_q_full[q_buf]), 0), tQgQ, tQsQ);
   const int count = tile.num_key_tiles();
-  int n_prev = 0;  // key tile i - 1, whose V follows K of key tile i
-  for (int i = 0; i <= count; ++i) {
-    const int n = i < count ? tile.key_tile(i) : 0;
-    if (i < count) {
-      pipe_k.producer_acquire(state_k);
-      copy(params.tma_k.with(*pipe_k.producer_get_barrier(state_k), 0), tKgK(_, n), tKsK(_, state_k.index()));
-      ++state_k;
-    }
-    if (i > 0) {
-      pipe_v.producer_acquire(state_v);
-      copy(params.tma_v.with(*pipe_v.producer_get_barrier(state_v), 0), tVgV(_, n_prev), tVsV(_, state_v.index()));
-      ++state_v;
-    }
-    n_prev = n;
+  for (int i = 0; i < count; ++i) {
+    const int n = tile.key_tile(i);
+    pipe_k.producer_acquire(state);
+    copy(params.tma_k.with(*pipe_k.producer_get_barrier(state), 0), tKgK(_, n), tKsK(_, state.index()));
+    pipe_v.producer_acquire(state);
+    copy(params.tma_v.with(*pipe_v.producer_get_barrier(state), 0), tVgV(_, n), tVsV(_, state.index()));
+    ++state;
   }
 }
 
@@ -67,8 +56,7 @@ CUTE_DEVICE void producer(const FwdParams<Traits, Variant>& params, typename Tra
                           typename Traits::Pipeline& pipe_k, typename Traits::Pipeline& pipe_v) {
   using Tile = typename Variant::template Tile<Traits>;
   const AttnFwdArgs& a = params.args;
-  typename Traits::PipelineState state_k = cutlass::make_producer_start_state<typename Traits::Pipeline>();
-  typename Traits::PipelineState state_v = state_k;
+  typename Traits::PipelineState state = cutlass::make_producer_start_state<typename Traits::Pipeline>();
   auto next_tile = [&] { return static_cast<int>(gridDim.x) + atomicAdd(a.tile_counter, 1); };
   constexpr int kQ = Traits::kQStages;
   for (int t = blockIdx.x, j = 0;; t = next_tile(), ++j) {
@@ -80,10 +68,10 @@ CUTE_DEVICE void producer(const FwdParams<Traits, Variant>& params, typename Tra
       smem.barrier_q_full[buf].arrive();
       break;
     }
-    load_tile(params, smem, pipe_k, pipe_v, state_k, state_v, Tile(a, params.extra, t), buf);
+    load_tile(params, smem, pipe_k, pipe_v, state, Tile(a, params.extra, t), buf);
   }
-  pipe_k.producer_tail(state_k);
-  pipe_v.producer_tail(state_v);
+  pipe_k.producer_tail(state);
+  pipe_v.producer_tail(state);
 }
 
 }  // namespace attnkit::cuda::attn

@@ -17,27 +17,17 @@ namespace attnkit::cuda::attn {
 
 using namespace cute;
 
-// What a consumer thread keeps of a tile whose last P.V and epilogue wait for the next tile
-// (fwd_consumer.cuh): in shared memory, as registers are scarcest while the next tile's first
-// scores are processed.
-struct TailSlot {
-  float lse[2];  // the thread's two rows
-  int tile;
-  int unused;
-};
-
 template <class Element_, int kHeadDim_>
 struct FwdTraits {
   using Element = Element_;
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr int kBlockM = 128;  // query rows per CTA (64 per consumer warpgroup)
   static constexpr int kBlockN = kHeadDim <= 64 ? 128 : (kHeadDim <= 128 ? 128 : 64);  // keys per tile
-  // K and V pipeline depth, and Q buffers. With two Q buffers the next tile's Q is resident
-  // before the current tile ends, so the consumers carry their WGMMA overlap across tiles
-  // (fwd_consumer.cuh); a third K/V stage hides load latency at tile boundaries. Shared memory
-  // (227 KB) decides: D64 3 + 2, D128 2 + 2 (192 KB), D256 2 + 1.
-  static constexpr int kStages = kHeadDim <= 64 ? 3 : 2;
-  static constexpr int kQStages = kHeadDim <= 128 ? 2 : 1;
+  // K and V pipeline depth, and Q buffers (with two, the next tile's Q loads while the current
+  // tile's last key tiles run). Deeper K/V prefetch hides the load latency at tile boundaries;
+  // shared memory (227 KB) decides: D64 3 + 2, D128 3 + 1 (224 KB), D256 2 + 1.
+  static constexpr int kStages = kHeadDim <= 128 ? 3 : 2;
+  static constexpr int kQStages = kHeadDim <= 64 ? 2 : 1;
   static constexpr int kConsumerWGs = kBlockM / 64;
   static constexpr int kScratchFloats = 64 + kBlockN;  // flex: a 64-row x kBlockN-column tile's diagonals
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
@@ -88,7 +78,6 @@ struct FwdTraits {
     cutlass::arch::ClusterBarrier barrier_q_empty[kQStages];            // consumers no longer read Q
     int tile[kQStages];  // the tile whose Q is (being) loaded there; >= num_tiles: no more work
     float scratch[kConsumerWGs][kScratchFloats];  // per consumer warpgroup, for its Variant's Scores
-    TailSlot tail[128 * kConsumerWGs];             // per consumer thread: its tile whose epilogue is pending
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
