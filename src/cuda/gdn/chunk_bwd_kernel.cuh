@@ -1,8 +1,11 @@
 // src/cuda/gdn/chunk_bwd_kernel.cuh — the chunked backward's two per-chunk kernels (spec/gdn.md,
-// Backward), one CTA of 8 warps per (chunk, value head), every chunk at once:
+// Backward), CTAs of 8 warps on (chunk, value head) items:
 //   dv_local: dv_loc = scale (tril(Q K^T) Gamma)^T do                              (step 1)
+//             one CTA per item, every item at once;
 //   gradient: steps 3 and 4 from the chunk's start state H, dh (bwd_dhu's gradient of its end
-//             state), v_new, dv2 and T0 -> dq, dk (per value head), dv, dbeta, dg.
+//             state), v_new, dv2 and T0 -> dq, dk (per value head), dv, dbeta, dg; persistent
+//             CTAs (one per SM, shared memory allows no more) that load the next item's H, dh,
+//             do and v_new while the current one computes (they are dead half way through).
 // Warp w owns rows 16 (w % 4) .. + 16 of every [64, x] product and half of its columns
 // (w / 4). Every operand is a padded 16-bit tile in shared memory (warp_tiles.cuh), read as X or
 // X^T as each product needs; fp32 accumulators in registers.
@@ -88,6 +91,32 @@ __device__ void load_state(const tiles::SmemMat<kD, kD>& m, const E* src) {
   const uint32_t dst = m.at(w.r, w.c);
 #pragma unroll
   for (int i = 0; i < kD / W::kStep; ++i) copy16(dst + uint32_t(i * W::kStep * m.kPitch * 2), src + i * W::kStep * kD, true, true);
+}
+
+// The gradient kernel's items: (chunk slot, value head), the value head fastest so that the CTAs
+// running together share q and k rows in L2.
+struct BwdItem {
+  ChunkSlot slot;
+  int hv;
+  __device__ BwdItem(const ChunkBwdArgs& a, int64_t item) : slot(a, item / a.HV), hv(static_cast<int>(item % a.HV)) {}
+};
+
+// The gradient kernel's operands that die at its "dw, dP complete" barrier — H, dh, do, v_new of
+// one item — as one cp.async group, into the tiles of the shared-memory layout at `base`.
+template <class E, int kD>
+__device__ void load_early_operands(const ChunkBwdArgs& a, int64_t item, uint32_t base) {
+  using L = ChunkBwdLayout<kD>;
+  const BwdItem bi(a, item);
+  const WorkItem it(a, bi.slot.n, bi.hv, 0);
+  const int j = bi.slot.j, valid = it.valid_rows(j);
+  const typename L::State h{base + uint32_t(L::kH)}, dh{base + uint32_t(L::kDh)};
+  const typename L::Rows dout{base + uint32_t(L::kDo * L::Rows::kBytes)}, vn{base + uint32_t(L::kVn * L::Rows::kBytes)};
+  const int64_t at = ((ChunkSlot::first(a, bi.slot.n) + j) * a.HV + bi.hv) * int64_t(kD) * kD;
+  load_state(h, static_cast<const E*>(a.states) + at);
+  load_rows(dout, static_cast<const E*>(a.dout.ptr), a.dout, it, it.hv, j, valid, a.vec16);
+  load_rows(vn, static_cast<const E*>(a.vnew.ptr), a.vnew, it, it.hv, j, valid, true);
+  load_state(dh, static_cast<const E*>(a.dh) + at);
+  cp_async_commit();
 }
 
 template <class E, int kD>
@@ -229,40 +258,52 @@ struct ChunkBwd {
     store_16(o, a.dv_local, kHalf * side, it.hv);
   }
 
-  __device__ void gradients();
+  __device__ void gradients(int64_t next_item);
 };
 
-// Steps 3 and 4 (spec/gdn.md), in the order of the products below.
+// Steps 3 and 4 (spec/gdn.md), in the order of the products below. On entry this item's early
+// operands (load_early_operands) are the one cp.async group in flight; the next item's (if
+// next_item >= 0) are issued once this one no longer reads them.
 template <class E, int kD>
-__device__ void ChunkBwd<E, kD>::gradients() {
+__device__ void ChunkBwd<E, kD>::gradients(int64_t next_item) {
   const Rows q = rows(L::kQ), k = rows(L::kK), v = rows(L::kV), dout = rows(L::kDo), vn = rows(L::kVn),
              dv2 = rows(L::kDv2), dw = rows(L::kDw);
   const typename L::State h{base + uint32_t(L::kH)}, dh{base + uint32_t(L::kDh)};
   const Square tm = square(L::kT), sq0 = square(L::kSq0), sq1 = square(L::kSq1);
   const int lane = threadIdx.x % 32, n0 = kHalf * side, c0 = 32 * side;
-  {
-    const int64_t slot = ChunkSlot::first(a, it.n) + j;
-    const int64_t at = (slot * a.HV + it.hv) * int64_t(kD) * kD;
-    // One copy group, in the order the products below need them (three groups, compute starting
-    // on the first, measured the same: docs/perf/gdn_chunk_bwd.md).
-    load_rows(dv2, static_cast<const E*>(a.dv2.ptr), a.dv2, it, it.hv, j, valid, true);
-    load_state(h, static_cast<const E*>(a.states) + at);
-    load_rows(dout, static_cast<const E*>(a.dout.ptr), a.dout, it, it.hv, j, valid, a.vec16);
-    load_rows(vn, static_cast<const E*>(a.vnew.ptr), a.vnew, it, it.hv, j, valid, true);
-    load_state(dh, static_cast<const E*>(a.dh) + at);
-    load_rows(k, static_cast<const E*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
-    load_rows(q, static_cast<const E*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
-    load_rows(v, static_cast<const E*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
-    load_rows(tm, static_cast<const E*>(a.tmat.ptr), a.tmat, it, it.hv, j, valid, true);
-    cp_async_commit();
-  }
-  load_vectors();
-  cp_async_wait<0>();
-  __syncthreads();
-  exponentials();
+  // The late operands, read until the end of the item: a second group.
+  load_rows(dv2, static_cast<const E*>(a.dv2.ptr), a.dv2, it, it.hv, j, valid, true);
+  load_rows(k, static_cast<const E*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
+  load_rows(q, static_cast<const E*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
+  load_rows(v, static_cast<const E*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
+  load_rows(tm, static_cast<const E*>(a.tmat.ptr), a.tmat, it, it.hv, j, valid, true);
+  cp_async_commit();
+  load_vectors();  // the previous item's last reads of vec (its gamma, beta) are behind a barrier
+  cp_async_wait<1>();
+  __syncthreads();  // H, dh, do, v_new
 
   float row_dgam[2] = {0.f, 0.f}, row_dbeta[2] = {0.f, 0.f};  // rows row(0), row(2)
   float last = 0.f;  // this thread's share of dgamma_last's extra terms
+
+  // While the late operands land: dq = do H^T, dki = v_new dh^T, dP = do v_new^T (scaled and
+  // masked below), and sum(H * dh) over the whole state (a share per thread).
+  Acc<kHalf> dq, dk;
+  Acc<32> p;
+  dq.zero();
+  dk.zero();
+  p.zero();
+  tiles::mma<E, kD, kRow, kRow>(dq, dout, m0, h, n0);
+  tiles::mma<E, kD, kRow, kRow>(dk, vn, m0, dh, n0);
+  tiles::mma<E, kD, kRow, kRow>(p, dout, m0, vn, c0);
+  float h_dh = 0.f;
+  for (int i = threadIdx.x; i < kD * kD / 2; i += kChunkBwdThreads) {
+    const int r = i / (kD / 2), c = 2 * (i % (kD / 2));
+    const float2 x = tiles::load2<E>(h, r, c), y = tiles::load2<E>(dh, r, c);
+    h_dh += x.x * y.x + x.y * y.y;
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // dv2, q, k, v, T; gamma, beta
+  exponentials();
 
   // dw = -dv2 H^T (to shared memory for the WY part).
   {
@@ -277,11 +318,6 @@ __device__ void ChunkBwd<E, kD>::gradients() {
   }
   __syncthreads();  // exp(gamma)
   // dq = scale diag(exp(gamma)) do H^T ; dk = dki = diag(exp(gamma_last - gamma)) v_new dh^T.
-  Acc<kHalf> dq, dk;
-  dq.zero();
-  dk.zero();
-  tiles::mma<E, kD, kRow, kRow>(dq, dout, m0, h, n0);
-  tiles::mma<E, kD, kRow, kRow>(dk, vn, m0, dh, n0);
 #pragma unroll
   for (int t = 0; t < Acc<kHalf>::kTiles; ++t)
 #pragma unroll
@@ -296,29 +332,17 @@ __device__ void ChunkBwd<E, kD>::gradients() {
       last += dk.c[t][2 * hh] * kk.x + dk.c[t][2 * hh + 1] * kk.y;  // sum(dki * K)
     }
   // dP = scale tril(do v_new^T) Gamma [64, 64] -> sq0.
-  {
-    Acc<32> p;
-    p.zero();
-    tiles::mma<E, kD, kRow, kRow>(p, dout, m0, vn, c0);
 #pragma unroll
-    for (int t = 0; t < 4; ++t)
+  for (int t = 0; t < 4; ++t)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = row(e), c = c0 + Acc<32>::col(t, e);
-        p.c[t][e] = c <= r ? a.scale * ex2(vec.gamma[r] - vec.gamma[c]) * p.c[t][e] : 0.f;
-      }
-    tiles::store<E>(p, sq0, m0, c0);
-  }
-  {  // sum(H * dh) over the whole state, a share per thread (times exp(gamma_last) below)
-    float s = 0.f;
-    for (int p = threadIdx.x; p < kD * kD / 2; p += kChunkBwdThreads) {
-      const int r = p / (kD / 2), c = 2 * (p % (kD / 2));
-      const float2 x = tiles::load2<E>(h, r, c), y = tiles::load2<E>(dh, r, c);
-      s += x.x * y.x + x.y * y.y;
+    for (int e = 0; e < 4; ++e) {
+      const int r = row(e), c = c0 + Acc<32>::col(t, e);
+      p.c[t][e] = c <= r ? a.scale * ex2(vec.gamma[r] - vec.gamma[c]) * p.c[t][e] : 0.f;
     }
-    last += vec.eg[63] * s;
-  }
-  __syncthreads();  // dw, dP complete
+  tiles::store<E>(p, sq0, m0, c0);
+  last += vec.eg[63] * h_dh;
+  __syncthreads();  // dw, dP complete; H, dh, do, v_new dead
+  if (next_item >= 0) load_early_operands<E, kD>(a, next_item, base);
 
   // dq += dP K ; dk += dP^T Q; then dgamma_r = sum(dq q) - sum(dk k) and dq is done.
   tiles::mma<E, 64, kRow, kTr>(dq, sq0, m0, k, n0);
@@ -487,13 +511,24 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 2) gdn_chunk_dv_local_kernel
   ChunkBwd<E, kD>{a, it, slot.j, it.valid_rows(slot.j), vec}.dv_local();
 }
 
+// Persistent: CTA c takes items c, c + gridDim.x, ... of slots * HV (slots past a sequence's last
+// chunk skipped), each one's early operands loaded during the previous item.
 template <class E, int kD>
-__global__ void __launch_bounds__(kChunkBwdThreads, 1) gdn_chunk_bwd_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a) {
-  const ChunkSlot slot(a, blockIdx.x);
-  if (!slot.live) return;
-  const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);
+__global__ void __launch_bounds__(kChunkBwdThreads, 1) gdn_chunk_bwd_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a, int64_t items) {
   auto& vec = *reinterpret_cast<ChunkBwdVectors*>(gdn_chunk_smem + ChunkBwdLayout<kD>::kVec);
-  ChunkBwd<E, kD>{a, it, slot.j, it.valid_rows(slot.j), vec}.gradients();
+  auto live_from = [&](int64_t i) {
+    while (i < items && !ChunkSlot(a, i / a.HV).live) i += gridDim.x;
+    return i;
+  };
+  int64_t item = live_from(blockIdx.x);
+  if (item < items) load_early_operands<E, kD>(a, item, static_cast<uint32_t>(__cvta_generic_to_shared(gdn_chunk_smem)));
+  while (item < items) {
+    const int64_t next = live_from(item + gridDim.x);
+    const BwdItem bi(a, item);
+    const WorkItem it(a, bi.slot.n, bi.hv, 0);
+    ChunkBwd<E, kD>{a, it, bi.slot.j, it.valid_rows(bi.slot.j), vec}.gradients(next < items ? next : -1);
+    item = next;
+  }
 }
 
 }  // namespace attnkit::cuda::gdn

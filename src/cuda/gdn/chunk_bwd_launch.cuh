@@ -4,8 +4,11 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "src/cuda/gdn/chunk_bwd_finish.cuh"
 #include "src/cuda/gdn/chunk_bwd_kernel.cuh"
+#include "src/cuda/runtime.hpp"
 #include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -18,21 +21,24 @@ cudaError_t launch_gdn_bwd_l2norm(const L2normRows& a, int64_t rows, int64_t T, 
   return cudaGetLastError();
 }
 
-// kernel: dv_local (step 1) or the gradients (steps 3 and 4); grid (chunk slots, value heads).
+// kernel: dv_local (step 1; grid (chunk slots, value heads)) or the gradients (steps 3 and 4;
+// persistent, one CTA per SM over slots * value heads items).
 template <class E, int kD>
 cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_local, cudaStream_t stream) {
   if (slots == 0 || a.HV == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(a.HV));
   if (dv_local) {
+    const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(a.HV));
     constexpr int kBytes = dv_local_smem_bytes<kD>();
     cudaError_t ok = ensure_dynamic_smem<gdn_chunk_dv_local_kernel<E, kD>>(kBytes);
     if (ok != cudaSuccess) return ok;
     gdn_chunk_dv_local_kernel<E, kD><<<grid, kChunkBwdThreads, kBytes, stream>>>(a);
   } else {
+    const int64_t items = slots * a.HV;
+    const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(items, current_device_sm_count()));
     constexpr int kBytes = chunk_bwd_smem_bytes<kD>();
     cudaError_t ok = ensure_dynamic_smem<gdn_chunk_bwd_kernel<E, kD>>(kBytes);
     if (ok != cudaSuccess) return ok;
-    gdn_chunk_bwd_kernel<E, kD><<<grid, kChunkBwdThreads, kBytes, stream>>>(a);
+    gdn_chunk_bwd_kernel<E, kD><<<ctas, kChunkBwdThreads, kBytes, stream>>>(a, items);
   }
   return cudaGetLastError();
 }
