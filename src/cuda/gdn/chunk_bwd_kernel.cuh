@@ -101,10 +101,17 @@ struct BwdItem {
   __device__ BwdItem(const ChunkBwdArgs& a, int64_t item) : slot(a, item / a.HV), hv(static_cast<int>(item % a.HV)) {}
 };
 
+// Row r's gamma and (raw) beta for thread r < 64 of the gradient kernel, loaded an item ahead into
+// registers: a global load at the item's start would stall every warp at its first barrier.
+struct RowValues {
+  float gamma = 0.f, beta = 0.f;
+};
+
 // The gradient kernel's operands that die at its "dw, dP complete" barrier — H, dh, do, v_new of
-// one item — as one cp.async group, into the tiles of the shared-memory layout at `base`.
+// one item — as one cp.async group, into the tiles of the shared-memory layout at `base`; and
+// the item's RowValues (their loads still in flight on return).
 template <class E, int kD>
-__device__ void load_early_operands(const ChunkBwdArgs& a, int64_t item, uint32_t base) {
+__device__ RowValues load_early_operands(const ChunkBwdArgs& a, int64_t item, uint32_t base) {
   using L = ChunkBwdLayout<kD>;
   const BwdItem bi(a, item);
   const WorkItem it(a, bi.slot.n, bi.hv, 0);
@@ -117,6 +124,13 @@ __device__ void load_early_operands(const ChunkBwdArgs& a, int64_t item, uint32_
   load_rows(vn, static_cast<const E*>(a.vnew.ptr), a.vnew, it, it.hv, j, valid, true);
   load_state(dh, static_cast<const E*>(a.dh) + at);
   cp_async_commit();
+  RowValues x;
+  const int r = threadIdx.x;
+  if (r < 64) {
+    x.gamma = static_cast<const float*>(a.gamma.ptr)[it.row(a.gamma, int64_t(j) * 64 + min(r, valid - 1), it.hv)];
+    if (r < valid) x.beta = a.beta.at(it.b, it.t0 + int64_t(j) * 64 + r, it.hv);
+  }
+  return x;
 }
 
 template <class E, int kD>
@@ -258,14 +272,14 @@ struct ChunkBwd {
     store_16(o, a.dv_local, kHalf * side, it.hv);
   }
 
-  __device__ void gradients(int64_t next_item);
+  __device__ void gradients(int64_t next_item, RowValues& row_values);
 };
 
 // Steps 3 and 4 (spec/gdn.md), in the order of the products below. On entry this item's early
-// operands (load_early_operands) are the one cp.async group in flight; the next item's (if
-// next_item >= 0) are issued once this one no longer reads them.
+// operands (load_early_operands) are the one cp.async group in flight and row_values holds its
+// RowValues; the next item's (if next_item >= 0) are issued once this one no longer reads them.
 template <class E, int kD>
-__device__ void ChunkBwd<E, kD>::gradients(int64_t next_item) {
+__device__ void ChunkBwd<E, kD>::gradients(int64_t next_item, RowValues& row_values) {
   const Rows q = rows(L::kQ), k = rows(L::kK), v = rows(L::kV), dout = rows(L::kDo), vn = rows(L::kVn),
              dv2 = rows(L::kDv2), dw = rows(L::kDw);
   const typename L::State h{base + uint32_t(L::kH)}, dh{base + uint32_t(L::kDh)};
@@ -278,7 +292,12 @@ __device__ void ChunkBwd<E, kD>::gradients(int64_t next_item) {
   load_rows(v, static_cast<const E*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
   load_rows(tm, static_cast<const E*>(a.tmat.ptr), a.tmat, it, it.hv, j, valid, true);
   cp_async_commit();
-  load_vectors();  // the previous item's last reads of vec (its gamma, beta) are behind a barrier
+  if (threadIdx.x < 64) {  // the previous item's last reads of gamma, beta are behind a barrier
+    const int r = threadIdx.x;
+    const float b = row_values.beta;
+    vec.gamma[r] = row_values.gamma;
+    vec.beta[r] = r < valid && a.beta_logit ? sigmoid(b) : b;
+  }
   cp_async_wait<1>();
   __syncthreads();  // H, dh, do, v_new
 
@@ -342,7 +361,7 @@ __device__ void ChunkBwd<E, kD>::gradients(int64_t next_item) {
   tiles::store<E>(p, sq0, m0, c0);
   last += vec.eg[63] * h_dh;
   __syncthreads();  // dw, dP complete; H, dh, do, v_new dead
-  if (next_item >= 0) load_early_operands<E, kD>(a, next_item, base);
+  if (next_item >= 0) row_values = load_early_operands<E, kD>(a, next_item, base);
 
   // dq += dP K ; dk += dP^T Q; then dgamma_r = sum(dq q) - sum(dk k) and dq is done.
   tiles::mma<E, 64, kRow, kTr>(dq, sq0, m0, k, n0);
@@ -521,12 +540,13 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 1) gdn_chunk_bwd_kernel(CUTE
     return i;
   };
   int64_t item = live_from(blockIdx.x);
-  if (item < items) load_early_operands<E, kD>(a, item, static_cast<uint32_t>(__cvta_generic_to_shared(gdn_chunk_smem)));
+  RowValues row_values;
+  if (item < items) row_values = load_early_operands<E, kD>(a, item, static_cast<uint32_t>(__cvta_generic_to_shared(gdn_chunk_smem)));
   while (item < items) {
     const int64_t next = live_from(item + gridDim.x);
     const BwdItem bi(a, item);
     const WorkItem it(a, bi.slot.n, bi.hv, 0);
-    ChunkBwd<E, kD>{a, it, bi.slot.j, it.valid_rows(bi.slot.j), vec}.gradients(next < items ? next : -1);
+    ChunkBwd<E, kD>{a, it, bi.slot.j, it.valid_rows(bi.slot.j), vec}.gradients(next < items ? next : -1, row_values);
     item = next;
   }
 }
