@@ -189,6 +189,25 @@ TEST_F(GdnChunkBwdGpu, VarlenWithShortAndEmptySequencesAndGva) {
   }
 }
 
+// The gradient kernel is persistent (one CTA per SM) and loads each item's first operands while
+// the previous item computes: only with several items per CTA does that path run. 396 and 464
+// (chunk, value head) items: at least 3 per CTA on a 132-SM H100 / H200; the varlen batch puts
+// slots past its sequences' ends (skipped) between live ones.
+TEST_F(GdnChunkBwdGpu, SeveralItemsPerCta) {
+  GdnCase c = bwd_case(DType::kBFloat16, 128, 4200);  // 66 chunks, the last 40 rows
+  c.B = 1;
+  c.H = c.HV = 6;
+  check_backward(c);
+  c = bwd_case(DType::kBFloat16, 64, 0);
+  c.B = 1;
+  c.seqlens = {1000, 1, 777, 0, 1500, 63};
+  c.T = 3341;
+  c.H = 2;
+  c.HV = 8;
+  c.l2norm = true;
+  check_backward(c);
+}
+
 TEST_F(GdnChunkBwdGpu, UnalignedRows) {
   GdnCase c = bwd_case(DType::kFloat16, 64, 100);
   c.l2norm = true;
