@@ -1,5 +1,5 @@
 // bench/gdn_chunk_bwd_probe.cu — the CUDA chunked GDN backward alone, for quick looks on the
-// device: builds from its own translation units in a few minutes (bench/gdn_chunk_bwd_probe.sh),
+// device: builds from its own translation units in a few minutes (PROBE=bwd bench/gdn_chunk_probe.sh),
 // times the backward with events (median) and gives ncu a short process to profile. The forward
 // runs once beforehand to fill the intermediates when they are kept.
 //

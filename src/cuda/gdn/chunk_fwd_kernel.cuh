@@ -6,9 +6,9 @@
 // 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns), in one of three
 //    modes (Recurrence: output; output and the backward's start states and v_new; only those,
 //    for the backward's rerun): the state's columns evolve independently given w and K, so value
-//    blocks need no communication. Warpgroup 0
-//    streams the chunks (chunk_fwd_load.cuh), warpgroup 1 carries the state (chunk_fwd_state.cuh);
-//    they meet at the stages' "full" / "empty" named barriers.
+//    blocks need no communication. Warpgroup 0 streams the chunks (chunk_fwd_load.cuh),
+//    warpgroup 1 carries the state (chunk_fwd_state.cuh); they meet at the stages' "full" /
+//    "empty" named barriers.
 // Splitting them keeps the serial per-chunk path down to the state's own work: the WY part's
 // latency (the 64 x 64 inverse above all) is paid by many CTAs side by side instead of once per
 // chunk in sequence.
