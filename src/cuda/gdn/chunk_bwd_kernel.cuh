@@ -97,7 +97,8 @@ __device__ void load_state(const tiles::SmemMat<kD, kD>& m, const E* src) {
 // running together share q and k rows in L2.
 struct BwdItem {
   ChunkSlot slot;
-  int hv;
+  int hv = 0;
+  BwdItem() = default;
   __device__ BwdItem(const ChunkBwdArgs& a, int64_t item) : slot(a, item / a.HV), hv(static_cast<int>(item % a.HV)) {}
 };
 
@@ -111,9 +112,8 @@ struct RowValues {
 // one item — as one cp.async group, into the tiles of the shared-memory layout at `base`; and
 // the item's RowValues (their loads still in flight on return).
 template <class E, int kD>
-__device__ RowValues load_early_operands(const ChunkBwdArgs& a, int64_t item, uint32_t base) {
+__device__ RowValues load_early_operands(const ChunkBwdArgs& a, const BwdItem& bi, uint32_t base) {
   using L = ChunkBwdLayout<kD>;
-  const BwdItem bi(a, item);
   const WorkItem it(a, bi.slot.n, bi.hv, 0);
   const int j = bi.slot.j, valid = it.valid_rows(j);
   const typename L::State h{base + uint32_t(L::kH)}, dh{base + uint32_t(L::kDh)};
@@ -272,14 +272,14 @@ struct ChunkBwd {
     store_16(o, a.dv_local, kHalf * side, it.hv);
   }
 
-  __device__ void gradients(int64_t next_item, RowValues& row_values);
+  __device__ void gradients(bool has_next, const BwdItem& next, RowValues& row_values);
 };
 
 // Steps 3 and 4 (spec/gdn.md), in the order of the products below. On entry this item's early
 // operands (load_early_operands) are the one cp.async group in flight and row_values holds its
-// RowValues; the next item's (if next_item >= 0) are issued once this one no longer reads them.
+// RowValues; the next item's (if there is one) are issued once this one no longer reads them.
 template <class E, int kD>
-__device__ void ChunkBwd<E, kD>::gradients(int64_t next_item, RowValues& row_values) {
+__device__ void ChunkBwd<E, kD>::gradients(bool has_next, const BwdItem& next, RowValues& row_values) {
   const Rows q = rows(L::kQ), k = rows(L::kK), v = rows(L::kV), dout = rows(L::kDo), vn = rows(L::kVn),
              dv2 = rows(L::kDv2), dw = rows(L::kDw);
   const typename L::State h{base + uint32_t(L::kH)}, dh{base + uint32_t(L::kDh)};
@@ -361,7 +361,7 @@ __device__ void ChunkBwd<E, kD>::gradients(int64_t next_item, RowValues& row_val
   tiles::store<E>(p, sq0, m0, c0);
   last += vec.eg[63] * h_dh;
   __syncthreads();  // dw, dP complete; H, dh, do, v_new dead
-  if (next_item >= 0) row_values = load_early_operands<E, kD>(a, next_item, base);
+  if (has_next) row_values = load_early_operands<E, kD>(a, next, base);
 
   // dq += dP K ; dk += dP^T Q; then dgamma_r = sum(dq q) - sum(dk k) and dq is done.
   tiles::mma<E, 64, kRow, kTr>(dq, sq0, m0, k, n0);
@@ -531,23 +531,29 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 2) gdn_chunk_dv_local_kernel
 }
 
 // Persistent: CTA c takes items c, c + gridDim.x, ... of slots * HV (slots past a sequence's last
-// chunk skipped), each one's early operands loaded during the previous item.
+// chunk skipped), each one's early operands loaded during the previous item. Each item's slot is
+// found once (with varlen a bisection over cu_seqlens) and handed on.
 template <class E, int kD>
 __global__ void __launch_bounds__(kChunkBwdThreads, 1) gdn_chunk_bwd_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a, int64_t items) {
   auto& vec = *reinterpret_cast<ChunkBwdVectors*>(gdn_chunk_smem + ChunkBwdLayout<kD>::kVec);
-  auto live_from = [&](int64_t i) {
-    while (i < items && !ChunkSlot(a, i / a.HV).live) i += gridDim.x;
+  // The first live item at or after i (stepping by the grid) into bi; items when there is none.
+  auto live_from = [&](int64_t i, BwdItem& bi) {
+    for (; i < items; i += gridDim.x) {
+      bi = BwdItem(a, i);
+      if (bi.slot.live) break;
+    }
     return i;
   };
-  int64_t item = live_from(blockIdx.x);
+  BwdItem cur, next;
+  int64_t item = live_from(blockIdx.x, cur);
   RowValues row_values;
-  if (item < items) row_values = load_early_operands<E, kD>(a, item, static_cast<uint32_t>(__cvta_generic_to_shared(gdn_chunk_smem)));
+  if (item < items) row_values = load_early_operands<E, kD>(a, cur, static_cast<uint32_t>(__cvta_generic_to_shared(gdn_chunk_smem)));
   while (item < items) {
-    const int64_t next = live_from(item + gridDim.x);
-    const BwdItem bi(a, item);
-    const WorkItem it(a, bi.slot.n, bi.hv, 0);
-    ChunkBwd<E, kD>{a, it, bi.slot.j, it.valid_rows(bi.slot.j), vec}.gradients(next < items ? next : -1, row_values);
-    item = next;
+    const int64_t next_item = live_from(item + gridDim.x, next);
+    const WorkItem it(a, cur.slot.n, cur.hv, 0);
+    ChunkBwd<E, kD>{a, it, cur.slot.j, it.valid_rows(cur.slot.j), vec}.gradients(next_item < items, next, row_values);
+    item = next_item;
+    cur = next;
   }
 }
 

@@ -103,6 +103,7 @@ inline int64_t wy_slot_count(int64_t tokens, int64_t seqs, bool varlen) {
 struct ChunkSlot {
   int n = 0, j = 0;
   bool live = false;
+  ChunkSlot() = default;
   // The slot of sequence n's first chunk (its chunk j has slot first(a, n) + j).
   template <class Args>
   __host__ __device__ static int64_t first(const Args& a, int n) {
