@@ -314,10 +314,14 @@ __device__ void ChunkBwd<E, kD>::gradients(bool has_next, const BwdItem& next, R
   tiles::mma<E, kD, kRow, kRow>(dq, dout, m0, h, n0);
   tiles::mma<E, kD, kRow, kRow>(dk, vn, m0, dh, n0);
   tiles::mma<E, kD, kRow, kRow>(p, dout, m0, vn, c0);
+  // Thread t: columns 2 (t % (kD / 2)) and + 1 of rows t / (kD / 2) + kRowStep i, i.e. the
+  // pairs t, t + 256, ... in the same order as a strided loop, with constant address steps.
+  constexpr int kPairs = kD / 2, kRowStep = kChunkBwdThreads / kPairs;
+  const int r0 = threadIdx.x / kPairs, cc = 2 * (threadIdx.x % kPairs);
   float h_dh = 0.f;
-  for (int i = threadIdx.x; i < kD * kD / 2; i += kChunkBwdThreads) {
-    const int r = i / (kD / 2), c = 2 * (i % (kD / 2));
-    const float2 x = tiles::load2<E>(h, r, c), y = tiles::load2<E>(dh, r, c);
+#pragma unroll 4  // fully unrolled, the loads are hoisted: 255 registers and spills at D = 128
+  for (int i = 0; i < kD / kRowStep; ++i) {
+    const float2 x = tiles::load2<E>(h, r0 + i * kRowStep, cc), y = tiles::load2<E>(dh, r0 + i * kRowStep, cc);
     h_dh += x.x * y.x + x.y * y.y;
   }
   cp_async_wait<0>();
