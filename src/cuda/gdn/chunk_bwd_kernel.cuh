@@ -102,11 +102,21 @@ struct BwdItem {
   __device__ BwdItem(const ChunkBwdArgs& a, int64_t item) : slot(a, item / a.HV), hv(static_cast<int>(item % a.HV)) {}
 };
 
-// Row r's gamma and (raw) beta for thread r < 64 of the gradient kernel, loaded an item ahead into
-// registers: a global load at the item's start would stall every warp at its first barrier.
+// Row r's gamma (the last live row's past the end) and raw beta (0 past the end) for thread
+// r < 64. The gradient kernel loads them an item ahead into registers: a global load at the item's
+// start would stall every warp at its first barrier.
 struct RowValues {
   float gamma = 0.f, beta = 0.f;
 };
+__device__ inline RowValues load_row_values(const ChunkBwdArgs& a, const WorkItem& it, int j, int valid) {
+  RowValues x;
+  const int r = threadIdx.x;
+  if (r < 64) {
+    x.gamma = static_cast<const float*>(a.gamma.ptr)[it.row(a.gamma, int64_t(j) * 64 + min(r, valid - 1), it.hv)];
+    if (r < valid) x.beta = a.beta.at(it.b, it.t0 + int64_t(j) * 64 + r, it.hv);
+  }
+  return x;
+}
 
 // The gradient kernel's operands that die at its "dw, dP complete" barrier — H, dh, do, v_new of
 // one item — as one cp.async group, into the tiles of the shared-memory layout at `base`; and
@@ -124,13 +134,7 @@ __device__ RowValues load_early_operands(const ChunkBwdArgs& a, const BwdItem& b
   load_rows(vn, static_cast<const E*>(a.vnew.ptr), a.vnew, it, it.hv, j, valid, true);
   load_state(dh, static_cast<const E*>(a.dh) + at);
   cp_async_commit();
-  RowValues x;
-  const int r = threadIdx.x;
-  if (r < 64) {
-    x.gamma = static_cast<const float*>(a.gamma.ptr)[it.row(a.gamma, int64_t(j) * 64 + min(r, valid - 1), it.hv)];
-    if (r < valid) x.beta = a.beta.at(it.b, it.t0 + int64_t(j) * 64 + r, it.hv);
-  }
-  return x;
+  return load_row_values(a, it, j, valid);
 }
 
 template <class E, int kD>
@@ -157,17 +161,11 @@ struct ChunkBwd {
   __device__ int row(int e) const { return m0 + Acc<8>::row(e); }
 
   // gamma, beta (sigmoid applied), exp(gamma), exp(gamma_last - gamma): threads 0..63.
-  __device__ void load_vectors() {
+  __device__ void store_row_values(const RowValues& x) {
     const int r = threadIdx.x;
     if (r < 64) {
-      const int live = min(r, valid - 1);
-      vec.gamma[r] = static_cast<const float*>(a.gamma.ptr)[it.row(a.gamma, t0() + live, it.hv)];
-      float b = 0.f;
-      if (r < valid) {
-        b = a.beta.at(it.b, it.t0 + t0() + r, it.hv);
-        if (a.beta_logit) b = sigmoid(b);
-      }
-      vec.beta[r] = b;
+      vec.gamma[r] = x.gamma;
+      vec.beta[r] = r < valid && a.beta_logit ? sigmoid(x.beta) : x.beta;
     }
   }
   __device__ void exponentials() {
@@ -249,7 +247,7 @@ struct ChunkBwd {
     load_rows(k, static_cast<const E*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
     load_rows(dout, static_cast<const E*>(a.dout.ptr), a.dout, it, it.hv, j, valid, a.vec16);
     cp_async_commit();
-    load_vectors();
+    store_row_values(load_row_values(a, it, j, valid));
     cp_async_wait<0>();
     __syncthreads();
     {  // A^T [64, 64] = K Q^T, entry (j, i) kept for i >= j, times scale exp(gamma_i - gamma_j)
@@ -292,12 +290,7 @@ __device__ void ChunkBwd<E, kD>::gradients(bool has_next, const BwdItem& next, R
   load_rows(v, static_cast<const E*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
   load_rows(tm, static_cast<const E*>(a.tmat.ptr), a.tmat, it, it.hv, j, valid, true);
   cp_async_commit();
-  if (threadIdx.x < 64) {  // the previous item's last reads of gamma, beta are behind a barrier
-    const int r = threadIdx.x;
-    const float b = row_values.beta;
-    vec.gamma[r] = row_values.gamma;
-    vec.beta[r] = r < valid && a.beta_logit ? sigmoid(b) : b;
-  }
+  store_row_values(row_values);  // the previous item's last reads of gamma, beta are behind a barrier
   cp_async_wait<1>();
   __syncthreads();  // H, dh, do, v_new
 
