@@ -1,6 +1,7 @@
 // src/cuda/gdn/chunk_fwd_load.cuh — warpgroup 0 of the recurrence kernel: streams each chunk's
 // rows of Q, K (the head's), w, u (this CTA's value columns) and gamma into the chunk's stage,
-// applies the in-op l2norm to Q and K there, hands the stage to the state warpgroup and, once
+// works out the state warpgroup's per-row factors (gates, and the in-op l2norm's inverse norms of
+// Q and K: the rows themselves stay as loaded), hands the stage to the state warpgroup and, once
 // that is done with it, writes the chunk's output rows (left in u's buffer) to `o`.
 //
 // Chunk j's copies are issued two chunks ahead (cp.async, zero-filled past the sequence end), so
@@ -55,6 +56,29 @@ struct LoadWarpgroup {
                           a.o_vec16);
   }
 
+  // The state warpgroup's per-row factors of chunk j (chunk_fwd_traits.cuh, SharedStorage::gate),
+  // once per row instead of once per element it holds. With the in-op l2norm, the rows' inverse
+  // norms go into the factors rather than into the rows: thread r < 64 takes Q's row r (its
+  // factors 0 and 2), thread 64 + r K's row r (1 and 3).
+  CUTE_DEVICE void gate_factors(int j) {
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    const int s = j % T::kStages, r = tid % kC;
+    const bool q_row = tid < kC;
+    float norm = 1.f;
+    if (a.l2norm && (q_row ? writes_output(kMode) : true)) {
+      Tensor sRows = make_tensor(make_smem_ptr(q_row ? sm.stage[s].q.data() : sm.stage[s].k.data()), typename T::LayoutRowsDK{});
+      norm = l2_inverse_norm<kDK, 1>(sRows, r, 0);
+    }
+    const float gamma = sm.gamma[s][r];
+    if (q_row) {
+      sm.gate[s][0][r] = a.scale * norm * ex2(gamma);
+      sm.gate[s][2][r] = a.scale * norm;
+    } else {
+      sm.gate[s][1][r] = norm * ex2(sm.gamma[s][kC - 1] - gamma);
+      sm.gate[s][3][r] = norm;
+    }
+  }
+
   CUTE_DEVICE void run() {
     const int n = it.nchunks;
     const auto& st0 = chunk_smem<typename T::SharedStorage>().stage[0];
@@ -67,12 +91,8 @@ struct LoadWarpgroup {
     for (int j = 0; j < n; ++j) {
       const int s = j % T::kStages;
       cp_async_wait<1>();  // this thread's copies of chunk j landed (j + 1 may be in flight)
-      if (a.l2norm) {
-        sync();  // everyone's copies: a thread normalises rows that others copied
-        auto& st = chunk_smem<typename T::SharedStorage>().stage[s];
-        Tensor sRows = make_tensor(make_smem_ptr(tid < kC ? st.q.data() : st.k.data()), typename T::LayoutRowsDK{});
-        l2norm_row<kDK, 1>(sRows, tid % kC, 0);
-      }
+      sync();                // everyone's: a thread reads rows and gates that others copied
+      gate_factors(j);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
       ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
 

@@ -94,28 +94,24 @@ CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor
   }
 }
 
-// Row `row` of the swizzled tile s [*, kCols] <- row / sqrt(sum row^2 + eps), in place, by
-// kThreadsPerRow (1 or 2, adjacent lanes) threads. The sum is always taken as (first half) +
-// (second half), each half over 4 independent partial sums (no long serial FMA chain), so both
-// kernels see bit-identical rows whichever split they use. The row is read twice (sum, then
-// scale) rather than held: a few registers instead of kCols / 2.
+// 1 / sqrt(sum row^2 + eps) of row `row` of the swizzled tile s [*, kCols], by kThreadsPerRow (1 or
+// 2, adjacent lanes) threads (`part` = this thread's half). The sum is always taken as (first
+// half) + (second half), each half over 4 independent partial sums (no long serial FMA chain), so
+// every caller gets a bit-identical factor whichever split it uses.
 template <int kCols, int kThreadsPerRow, class Tile>
-CUTE_DEVICE void l2norm_row(Tile&& s, int row, int part) {
+CUTE_DEVICE float l2_inverse_norm(const Tile& s, int row, int part) {
   using Element = typename std::decay_t<decltype(s(0, 0))>;
   using Piece = cutlass::Array<Element, 8>;  // 16 bytes, contiguous in the swizzled tile
   constexpr int kHalf = kCols / 16;          // pieces per half row
   constexpr int kMine = 2 / kThreadsPerRow;  // halves this thread owns
-  auto piece = [&](int p) {
-    const uint4 raw = ld_shared_v4(&s(row, 8 * (part * kMine * kHalf + p)));
-    return reinterpret_cast<const Piece&>(raw);
-  };
   float half_sum[kMine];
 #pragma unroll
   for (int h = 0; h < kMine; ++h) {
     float ss[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int c = 0; c < kHalf; ++c) {
-      const Piece p = piece(h * kHalf + c);
+      const uint4 raw = ld_shared_v4(&s(row, 8 * ((part * kMine + h) * kHalf + c)));
+      const Piece p = reinterpret_cast<const Piece&>(raw);
 #pragma unroll
       for (int e = 0; e < 8; ++e) ss[e % 4] = fmaf(float(p[e]), float(p[e]), ss[e % 4]);
     }
@@ -124,10 +120,23 @@ CUTE_DEVICE void l2norm_row(Tile&& s, int row, int part) {
   float total;
   if constexpr (kMine == 2) total = half_sum[0] + half_sum[1];
   else total = half_sum[0] + __shfl_xor_sync(0xffffffff, half_sum[0], 1);  // a + b == b + a exactly
-  const float inv = rsqrtf(total + static_cast<float>(kL2NormEps));
+  return rsqrtf(total + static_cast<float>(kL2NormEps));
+}
+
+// Row `row` of the swizzled tile s [*, kCols] <- row * l2_inverse_norm(row), in place, by
+// kThreadsPerRow threads as above. The row is read twice (sum, then scale) rather than held: a
+// few registers instead of kCols / 2.
+template <int kCols, int kThreadsPerRow, class Tile>
+CUTE_DEVICE void l2norm_row(Tile&& s, int row, int part) {
+  using Element = typename std::decay_t<decltype(s(0, 0))>;
+  using Piece = cutlass::Array<Element, 8>;
+  constexpr int kMine = 2 / kThreadsPerRow;
+  constexpr int kHalf = kCols / 16;
+  const float inv = l2_inverse_norm<kCols, kThreadsPerRow>(s, row, part);
 #pragma unroll
   for (int c = 0; c < kMine * kHalf; ++c) {
-    Piece p = piece(c);
+    const uint4 raw = ld_shared_v4(&s(row, 8 * (part * kMine * kHalf + c)));
+    Piece p = reinterpret_cast<const Piece&>(raw);
 #pragma unroll
     for (int e = 0; e < 8; ++e) p[e] = Element(float(p[e]) * inv);
     st_shared(&s(row, 8 * (part * kMine * kHalf + c)), reinterpret_cast<const uint4&>(p));

@@ -1,17 +1,21 @@
-// src/cuda/gdn/chunk_fwd_state.cuh — warpgroup 1 of the recurrence kernel: carries the state
-// H [DK, BV] in fp32 registers (the accumulator of H += K^T Dv) through the sequence's chunks,
-// leaves each chunk's output rows in shared memory for the loader and, at the end, writes the
-// final state.
+// src/cuda/gdn/chunk_fwd_state.cuh — warpgroup 1 of the recurrence kernel: carries the state,
+// transposed, H^T [BV, DK] in fp32 registers (the accumulator of H^T += (D v_new)^T K) through the
+// sequence's chunks, leaves each chunk's output rows in shared memory for the loader and, at the
+// end, writes the final state.
 //
-// Per chunk (stage published by the loader warpgroup, w and u computed by the WY kernel), in
-// issue order — the state's own path first, the output's work overlapping its GEMMs:
-//   V' = w H; O = Q H              (SS, H's 16-bit copy read MN-major)
-//   v_new = u - V'; H *= exp(gamma_last); H += K^T (exp(gamma_last - gamma) v_new)   (SS)
-//   S = Q K^T (SS); H's 16-bit copy for the next chunk while S runs
-//   O *= scale exp(gamma); Aqk = scale tril(S) Gamma; O += Aqk v_new (RS); O into u's buffer.
+// Everything on the state's path is transposed so that both of its GEMMs take their left operand
+// from registers (RS): the state never goes through shared memory, and no barrier sits on the
+// chunk-to-chunk chain. Per chunk (stage published by the loader warpgroup, w and u computed by
+// the WY kernel), in issue order:
+//   V'^T = H^T w^T;  O^T = H^T Q^T                      (RS, A = H^T's 16-bit copy, registers)
+//   S^T = K Q^T                                          (SS)
+//   v_new^T = u^T - V'^T;  H^T *= exp(gamma_last);  H^T += (D v_new)^T K   (RS, K read MN-major)
+//   Aqk^T = scale tril(S)^T Gamma^T into shared memory;  O^T = scale exp(gamma) O^T + v_new^T Aqk^T  (RS)
+//   H^T's 16-bit copy for the next chunk;  O^T into u's buffer, transposed (stmatrix.trans).
 // The mode (Recurrence, chunk_fwd_args.cuh): kOutputAndStates (a training forward) also writes each
-// chunk's start state and v_new to global memory (a.states, a.vnew) for the backward; kStates (the
-// backward's rerun) writes only those, and without output only the state's own path runs.
+// chunk's start state and v_new to global memory (a.states, a.vnew) for the backward, through
+// shared memory; kStates (the backward's rerun) writes only those, and without output only the
+// state's own path runs.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -20,8 +24,15 @@
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
+#include "src/cuda/gdn/transposed_fragments.cuh"
 
 namespace attnkit::cuda::gdn {
+
+// A 16-bit register tensor's storage as 32-bit pairs (for stmatrix).
+template <int kPairs, class Tensor16>
+CUTE_DEVICE const uint32_t (&as_pairs(const Tensor16& t))[kPairs] {
+  return *reinterpret_cast<const uint32_t(*)[kPairs]>(t.data());
+}
 
 template <class T, Recurrence kMode>
 struct StateWarpgroup {
@@ -33,33 +44,27 @@ struct StateWarpgroup {
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
 
-  template <class TH, class SH>
-  CUTE_DEVICE void publish_state(const TH& tH, SH&& tHsH) const {  // H's 16-bit copy for the GEMMs
-    store_pairs<Element>(tH, tHsH, [](int, float x) { return x; });
-    cutlass::arch::fence_view_async_shared();
-    sync();
-  }
-
-  // What the backward keeps, from the 16-bit copies in shared memory, in 16-byte pieces: chunk
-  // j - 1's v_new rows (live rows only) to a.vnew, chunk j's start state (H's copy) to a.states
-  // [slots, HV, DK, V]. Called when both copies are complete and stay untouched until the next
-  // chunk's barriers: at the end of chunk j - 1 (j = 0: before the first chunk, no v_new; j =
-  // nchunks: no state), where the output path's accumulators are dead. It has no registers to
-  // spare even so: everything here is worked out afresh from an opaque CTA index rather than
-  // hoisted out of the chunk loop.
-  template <class SVn>
-  CUTE_DEVICE void keep_for_backward(const SVn& sVn, int j) const {
+  // What the backward keeps, from 16-bit copies in shared memory, in 16-byte pieces: chunk j - 1's
+  // v_new rows (live rows only) to a.vnew, chunk j's start state to a.states [slots, HV, DK, V].
+  // Called once both copies are complete (after sync()); they stay untouched until the next
+  // chunk's "full" barrier. j = 0: before the first chunk, no v_new; j = nchunks: no state.
+  // Everything here is worked out afresh from an opaque CTA index rather than hoisted out of the
+  // chunk loop: the loop has no registers to spare.
+  CUTE_DEVICE void keep_for_backward(int j) const {
     int item = blockIdx.x, t = tid;
     asm volatile("" : "+r"(item), "+r"(t));
     const WorkItem w(a, item);
-    if (j > 0)
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    if (j > 0) {
+      Tensor sVn = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBV{});  // [C, BV]
       store_chunk_rows<kBV>(sVn, static_cast<Element*>(a.vnew.ptr) + w.vb * kBV, a.vnew, w, int64_t(j - 1) * kC, w.hv,
                             w.valid_rows(j - 1), true);
+    }
     if (j == w.nchunks) return;
     constexpr int kUnits = kBV / 8, kStep = 128 / kUnits;
     const int r = t / kUnits, c = (t % kUnits) * 8;
     const int64_t V = int64_t(a.v_blocks) * kBV;
-    Tensor sH = make_tensor(make_smem_ptr(chunk_smem<typename T::SharedStorage>().h.data()), typename T::LayoutH{});
+    Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});  // [DK, BV]
     auto* out = static_cast<Element*>(a.states) + ((ChunkSlot::first(a, w.n) + j) * a.HV + w.hv) * int64_t(kDK) * V +
                 w.vb * kBV + c + r * V;
 #pragma unroll 1  // one 16-byte piece in registers at a time
@@ -69,122 +74,143 @@ struct StateWarpgroup {
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     constexpr bool output = writes_output(kMode), keep = keeps_states(kMode);
-    typename T::MmaWH mma_wh;
-    typename T::MmaS mma_s;
-    typename T::MmaU mma_av;
-    typename T::MmaH mma_h;
-    auto thr_wh = mma_wh.get_thread_slice(tid);
+    typename T::MmaVt mma_v;   // H^T w^T, H^T Q^T    [BV, C]
+    typename T::MmaS mma_s;    // K Q^T               [C, C]
+    typename T::MmaU mma_av;   // v_new^T Aqk^T       [BV, C]
+    typename T::MmaHt mma_h;   // (D v_new)^T K       [BV, DK]
+    auto thr_v = mma_v.get_thread_slice(tid);
     auto thr_s = mma_s.get_thread_slice(tid);
     auto thr_av = mma_av.get_thread_slice(tid);
     auto thr_h = mma_h.get_thread_slice(tid);
-    Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});            // [DK, BV]
-    Tensor sHt = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutHt{});          // [BV, DK]
-    Tensor sVn = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBV{});   // [C, BV]
-    Tensor sVnt = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBVt{}); // [BV, C]
-    Tensor sDv = make_tensor(make_smem_ptr(sm.dv.data()), typename T::LayoutRowsBV{});
-    Tensor sDvt = make_tensor(make_smem_ptr(sm.dv.data()), typename T::LayoutRowsBVt{});
+    Tensor sHt = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutHt{});           // [BV, DK]: H^T's view of H
+    Tensor sVnt = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBVt{});  // [BV, C]
+    Tensor sAqk = make_tensor(make_smem_ptr(sm.aqk.data()), typename T::LayoutCC{});    // [C keys, C queries]
+    Tensor sAqkt = make_tensor(make_smem_ptr(sm.aqk.data()), typename T::LayoutCCt{});  // [C queries, C keys]
 
-    // The state, fp32 [DK, BV] over the warpgroup, from h0 (or 0).
-    Tensor tH = partition_fragment_C(mma_h, Shape<Int<kDK>, Int<kBV>>{});
-    Tensor cH = thr_h.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
+    // The state, fp32 H^T [BV, DK] over the warpgroup, from h0 (or 0), and its 16-bit copy: the
+    // A operand of the next chunk's V'^T and O^T (an accumulator re-viewed, as P in attention).
+    Tensor tH = partition_fragment_C(mma_h, Shape<Int<kBV>, Int<kDK>>{});
+    Tensor cH = thr_h.partition_C(make_identity_tensor(Shape<Int<kBV>, Int<kDK>>{}));
+    Tensor rH = make_tensor<Element>(attn::acc_as_operand_a_layout(tH.layout()));
+    constexpr int kHPairs = decltype(size(tH))::value / 2;
     const int v0 = it.vb * kBV;
     CUTE_UNROLL
     for (int i = 0; i < size(tH); ++i) {
-      const int k = get<0>(cH(i)), v = v0 + get<1>(cH(i));
+      const int v = v0 + get<0>(cH(i)), k = get<1>(cH(i));
       tH(i) = a.h0.data.ptr ? a.h0.data[it.n * a.h0.sn + it.hv * a.h0.sh + k * a.h0.sk + v * a.h0.sv] : 0.f;
     }
-    publish_state(tH, thr_h.partition_C(sH));
-    if constexpr (keep)
-      if (it.nchunks > 0) keep_for_backward(sVn, 0);
+    attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);
+    if constexpr (keep) {
+      if (it.nchunks > 0) {
+        store_transposed(as_pairs<kHPairs>(rH), sHt);
+        sync();
+        keep_for_backward(0);
+      }
+    }
 
-    Tensor tO = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});   // fp32 [C, BV]: output
-    Tensor tWH = partition_fragment_C(mma_wh, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: w H
-    Tensor cO = thr_wh.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
-    Tensor tS = partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{});  // fp32 [C, C]: Q K^T
+    Tensor tV = partition_fragment_C(mma_v, Shape<Int<kBV>, Int<kC>>{});  // fp32 [BV, C]: V'^T, then v_new^T
+    Tensor tO = partition_fragment_C(mma_v, Shape<Int<kBV>, Int<kC>>{});  // fp32 [BV, C]: O^T
+    Tensor cV = thr_v.partition_C(make_identity_tensor(Shape<Int<kBV>, Int<kC>>{}));
+    Tensor tS = partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{});  // fp32 [C keys, C queries]: K Q^T
     Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kC>>{}));
-    Tensor rA = make_tensor<Element>(attn::acc_as_operand_a_layout(tS.layout()));  // Aqk as an A operand
-    const int r0 = get<0>(cO(0));  // this thread's output rows: r0 and r0 + 8
-    auto half = [&](int i) { return (get<0>(cO(i)) - r0) / 8; };
-    auto identity = [](int, float x) { return x; };
+    Tensor rVn = make_tensor<Element>(attn::acc_as_operand_a_layout(tV.layout()));  // v_new^T, A of O^T
+    Tensor rDv = make_tensor<Element>(attn::acc_as_operand_a_layout(tV.layout()));  // (D v_new)^T, A of H^T
+    constexpr int kVPairs = decltype(size(tV))::value / 2;
     for (int j = 0; j < it.nchunks; ++j) {
       const int s = j % T::kStages;
       auto& st = sm.stage[s];
-      const float* gamma = sm.gamma[s];
       Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});    // [C, DK]
       Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});    // [C, DK]
       Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{});  // [DK, C]
       Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});    // [C, DK]
-      Tensor sU = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBV{});    // [C, BV]: u, then O
+      Tensor sUt = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBVt{});  // [BV, C]: u^T, then O^T
       ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
-      // WGMMA groups complete in issue order: w H (the state's path) first, then Q H.
+      // WGMMA groups complete in issue order: V'^T (the state's path) first.
       {
-        Tensor tA_W = thr_wh.partition_fragment_A(sW);
-        Tensor tA_Q = thr_wh.partition_fragment_A(sQ);
-        Tensor tB_H = thr_wh.partition_fragment_B(sHt);
-        attn::gemm_zero<false>(mma_wh, tA_W, tB_H, tWH);
-        if constexpr (output) attn::gemm_zero<false>(mma_wh, tA_Q, tB_H, tO);
+        Tensor tB_W = thr_v.partition_fragment_B(sW);
+        Tensor tB_Q = thr_v.partition_fragment_B(sQ);
+        attn::gemm_zero<true>(mma_v, rH, tB_W, tV);
+        if constexpr (output) {
+          attn::gemm_zero<true>(mma_v, rH, tB_Q, tO);
+          Tensor tS_K = thr_s.partition_fragment_A(sK);
+          Tensor tS_Q = thr_s.partition_fragment_B(sQ);
+          attn::gemm_zero<false>(mma_s, tS_K, tS_Q, tS);
+        }
       }
-      // gamma is in log2 units: exp(x) = ex2(x log2 e).
-      const float g_last = gamma[kC - 1];
-      const float gamma_r[2] = {gamma[r0], gamma[r0 + 8]};
-      const float dv_scale[2] = {ex2(g_last - gamma_r[0]), ex2(g_last - gamma_r[1])};
-      Tensor tUs = thr_wh.partition_C(sU);
-      if constexpr (output) warpgroup_wait<1>();  // w H
+      if constexpr (output) warpgroup_wait<1>();  // V'^T, O^T
       else warpgroup_wait<0>();
+      uint32_t u2[kVPairs];  // u^T, 16-bit pairs in tV's order; read now that H^T's copy is dead
+      load_transposed(u2, sUt);
+      const float* gate = sm.gate[s][1];  // exp(gamma_last - gamma) per row (chunk_fwd_load.cuh)
       CUTE_UNROLL
-      for (int i = 0; i < size(tWH); i += 2) {  // v_new = u - w H, in place of w H
-        const uint32_t raw = ld_shared_b32(&tUs(i));  // columns i, i + 1: adjacent in the tile
-        const auto u2 = reinterpret_cast<const cutlass::Array<Element, 2>&>(raw);
-        tWH(i) = float(u2[0]) - tWH(i);
-        tWH(i + 1) = float(u2[1]) - tWH(i + 1);
+      for (int p = 0; p < kVPairs; ++p) {  // v_new^T = u^T - V'^T; pair p is columns c, c + 1
+        const auto u = reinterpret_cast<const cutlass::Array<Element, 2>&>(u2[p]);
+        const int c = get<1>(cV(2 * p));
+        const float2 d = *reinterpret_cast<const float2*>(&gate[c]);
+        const float x0 = float(u[0]) - tV(2 * p), x1 = float(u[1]) - tV(2 * p + 1);
+        rVn(2 * p) = Element(x0);
+        rVn(2 * p + 1) = Element(x1);
+        rDv(2 * p) = Element(x0 * d.x);
+        rDv(2 * p + 1) = Element(x1 * d.y);
       }
-      store_pairs<Element>(tWH, thr_wh.partition_C(sVn), identity);  // for Aqk v_new and / or the backward
-      store_pairs<Element>(tWH, thr_wh.partition_C(sDv), [&](int i, float x) { return x * dv_scale[half(i)]; });
-      const float decay = ex2(g_last);
+      const float decay = ex2(sm.gamma[s][kC - 1]);
       CUTE_UNROLL
       for (int i = 0; i < size(tH); ++i) tH(i) *= decay;
-      cutlass::arch::fence_view_async_shared();
-      sync();  // v_new and D v_new complete
-      {  // H += K^T (D v_new), then S = Q K^T
-        Tensor tA_Kt = thr_h.partition_fragment_A(sKt);
-        Tensor tB_Dv = thr_h.partition_fragment_B(sDvt);
-        Tensor tS_Q = thr_s.partition_fragment_A(sQ);
-        Tensor tS_K = thr_s.partition_fragment_B(sK);
-        attn::gemm_ss(mma_h, tA_Kt, tB_Dv, tH);
-        if constexpr (output) attn::gemm_zero<false>(mma_s, tS_Q, tS_K, tS);
+      {
+        Tensor tB_K = thr_h.partition_fragment_B(sKt);
+        attn::gemm_rs(mma_h, rDv, tB_K, tH);
       }
-      if constexpr (!output) {  // the state's path alone: the stage is free once H is updated
-        warpgroup_wait<0>();
-        ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
-        publish_state(tH, thr_h.partition_C(sH));
-        if constexpr (keep) keep_for_backward(sVn, j + 1);
-      } else {
-        warpgroup_wait<1>();  // Q H and the new H: publish H for the next chunk while S runs
-        publish_state(tH, thr_h.partition_C(sH));
-        const float o_scale[2] = {a.scale * ex2(gamma_r[0]), a.scale * ex2(gamma_r[1])};
+      if constexpr (keep) store_transposed(as_pairs<kVPairs>(rVn), sVnt);
+      if constexpr (output) {
+        warpgroup_wait<1>();  // S^T
+        const float* gamma = sm.gamma[s];
+        const float* q_factor = sm.gate[s][2];
+        const float* k_factor = sm.gate[s][3];
         CUTE_UNROLL
-        for (int i = 0; i < size(tO); ++i) tO(i) *= o_scale[half(i)];
-        warpgroup_wait<0>();
-        CUTE_UNROLL
-        for (int i = 0; i < size(tS); ++i) {  // Aqk = scale tril(Q K^T) * Gamma (diagonal included)
-          const int r = get<0>(cS(i)), c = get<1>(cS(i));
-          tS(i) = c <= r ? a.scale * tS(i) * ex2(gamma_r[(r - r0) / 8] - gamma[c]) : 0.f;
+        for (int i = 0; i < size(tS); i += 2) {  // Aqk^T = scale tril(Q K^T)^T Gamma^T (diagonal included)
+          const int r = get<0>(cS(i)), c = get<1>(cS(i));  // key r, queries c and c + 1
+          const float g_r = gamma[r], n_r = k_factor[r];
+          const float2 f = *reinterpret_cast<const float2*>(&q_factor[c]);
+          const float a0 = r <= c ? tS(i) * n_r * f.x * ex2(gamma[c] - g_r) : 0.f;
+          const float a1 = r <= c + 1 ? tS(i + 1) * n_r * f.y * ex2(gamma[c + 1] - g_r) : 0.f;
+          st_shared(&sAqk(r, c), pack2<Element>(a0, a1));
         }
-        attn::convert_into(make_tensor(tS.data(), rA.layout()), rA);
+        const float* o_scale = sm.gate[s][0];  // scale exp(gamma) per row
+        CUTE_UNROLL
+        for (int i = 0; i < size(tO); i += 2) {
+          const float2 g = *reinterpret_cast<const float2*>(&o_scale[get<1>(cV(i))]);
+          tO(i) *= g.x;
+          tO(i + 1) *= g.y;
+        }
+        cutlass::arch::fence_view_async_shared();
+        sync();  // Aqk^T complete
         {
-          Tensor tB_Vn = thr_av.partition_fragment_B(sVnt);
-          attn::gemm_rs(mma_av, rA, tB_Vn, tO);
+          Tensor tB_A = thr_av.partition_fragment_B(sAqkt);
+          attn::gemm_rs(mma_av, rVn, tB_A, tO);
         }
+        warpgroup_wait<1>();  // the new H^T
+      } else {
         warpgroup_wait<0>();
-        store_pairs<Element>(tO, tUs, identity);  // u is consumed: its buffer takes O for the loader
-        ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
-        if constexpr (keep) keep_for_backward(sVn, j + 1);
       }
+      attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);  // for the next chunk
+      if constexpr (keep) {
+        store_transposed(as_pairs<kHPairs>(rH), sHt);
+        sync();  // v_new and the new state complete in shared memory
+      }
+      if constexpr (output) {
+        warpgroup_wait<0>();
+        uint32_t o2[kVPairs];
+        CUTE_UNROLL
+        for (int p = 0; p < kVPairs; ++p) o2[p] = pack2<Element>(tO(2 * p), tO(2 * p + 1));
+        store_transposed(o2, sUt);  // u is consumed: its buffer takes O for the loader
+      }
+      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
+      if constexpr (keep) keep_for_backward(j + 1);
     }
     if (a.ht) {
       CUTE_UNROLL
       for (int i = 0; i < size(tH); ++i) {
-        const int k = get<0>(cH(i)), v = v0 + get<1>(cH(i));
+        const int v = v0 + get<0>(cH(i)), k = get<1>(cH(i));
         a.ht[it.n * a.ht_sn + it.hv * a.ht_sh + k * a.ht_sk + v * a.ht_sv] = tH(i);
       }
     }

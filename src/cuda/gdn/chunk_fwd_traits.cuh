@@ -8,12 +8,12 @@
 //   w = (T0 diag(beta) * exp(gamma_r)) K            [C, DK]    RS (K read MN-major)
 //   u = (T0 diag(beta) * Gamma) V                   [C, DK]    RS (V = DK)
 // The recurrence kernel, one CTA per (sequence, value head, 64 value columns): warpgroup 0 loads
-// chunk j+2 (chunk_fwd_load.cuh), warpgroup 1 carries the fp32 state H [DK, BV] through chunk j
-// (chunk_fwd_state.cuh):
-//   v_new = u - w H ;  O = scale exp(gamma) Q H     [C, BV]    SS (H read MN-major)
-//   S_qk = Q K^T -> Aqk = scale * tril(S_qk) * Gamma  [C, C]   SS, kept in registers
-//   O += Aqk v_new                                  [C, BV]    RS
-//   H = exp(gamma_last) H + K^T (exp(gamma_last - gamma) v_new)   [DK, BV]   SS, K^T MN-major
+// chunk j+2 (chunk_fwd_load.cuh), warpgroup 1 carries the fp32 state, transposed, H^T [BV, DK]
+// through chunk j (chunk_fwd_state.cuh):
+//   v_new^T = u^T - H^T w^T ;  O^T = H^T Q^T         [BV, C]    RS (w, Q read K-major)
+//   S^T = K Q^T -> Aqk^T = scale * tril(S)^T * Gamma^T  [C, C]  SS, to shared memory
+//   O^T = scale exp(gamma) O^T + v_new^T Aqk^T       [BV, C]    RS (Aqk^T read MN-major)
+//   H^T = exp(gamma_last) H^T + (exp(gamma_last - gamma) v_new)^T K   [BV, DK]   RS, K MN-major
 // Several layouts below view the same bytes: a [rows, cols] tile with cols contiguous is K-major
 // as [rows, cols] and MN-major as [cols, rows] (tile_to_shape with Step<_2, _1>); the host test
 // GdnChunkLayouts checks the pairs agree element by element.
@@ -52,6 +52,8 @@ struct ChunkFwdTraits {
   using LayoutRowsDKt = RowMajorT<Element, kC, kDK>;  // K^T       [DK, C]
   using LayoutRowsBV = RowMajor<Element, kC, kBV>;    // V, v_new, Dv  [C, BV]
   using LayoutRowsBVt = RowMajorT<Element, kC, kBV>;  // their transposes [BV, C]
+  using LayoutCC = RowMajor<Element, kC, kC>;         // Aqk^T     [C keys, C queries]
+  using LayoutCCt = RowMajorT<Element, kC, kC>;       // its MN-major view [C queries, C keys]
   using LayoutH = RowMajor<Element, kDK, kBV>;        // H         [DK, BV]
   using LayoutHt = RowMajorT<Element, kDK, kBV>;      // H^T       [BV, DK]
 
@@ -61,12 +63,12 @@ struct ChunkFwdTraits {
   using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<C_, C_, DK_>>()));
   using MmaW = decltype(make_tiled_mma(
       GMMA::rs_op_selector<Element, Element, float, Shape<C_, DK_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
-  using MmaU = decltype(make_tiled_mma(  // u = Tu V, and O += Aqk v_new
+  using MmaU = decltype(make_tiled_mma(  // u = Tu V, and O^T += v_new^T Aqk^T
       GMMA::rs_op_selector<Element, Element, float, Shape<C_, BV_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
-  using MmaWH = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<C_, BV_, DK_>, GMMA::Major::K, GMMA::Major::MN>()));
-  using MmaH = decltype(make_tiled_mma(
-      GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN>()));
+  using MmaVt = decltype(make_tiled_mma(  // H^T w^T and H^T Q^T
+      GMMA::rs_op_selector<Element, Element, float, Shape<BV_, C_, DK_>, GMMA::Major::K, GMMA::Major::K>()));
+  using MmaHt = decltype(make_tiled_mma(  // (D v_new)^T K
+      GMMA::rs_op_selector<Element, Element, float, Shape<BV_, DK_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
 
   // The recurrence kernel's buffers for one chunk: rows of Q, K, w and u (this CTA's columns);
   // u's buffer then holds the chunk's output rows until the loader writes them out.
@@ -76,9 +78,14 @@ struct ChunkFwdTraits {
   };
   struct SharedStorage {
     Stage stage[kStages];
-    cute::array_aligned<Element, kDK * kBV, 1024> h;  // bf16/fp16 copy of the state for the GEMMs
-    cute::array_aligned<Element, kC * kBV, 1024> vnew, dv;
+    cute::array_aligned<Element, kDK * kBV, 1024> h;      // the state's 16-bit copy [DK, BV], for the backward
+    cute::array_aligned<Element, kC * kBV, 1024> vnew;    // v_new [C, BV], for the backward
+    cute::array_aligned<Element, kC * kC, 1024> aqk;      // Aqk^T [C keys, C queries]
     float gamma[kStages][kC];  // in-chunk cumulative log-decay, in log2 units (exp(x) = ex2(x log2 e))
+    // Per row, from the loader (n_q, n_k: the in-op l2norm's inverse row norms, else 1):
+    // [0] scale n_q exp(gamma) (O's columns), [1] n_k exp(gamma_last - gamma) (D's),
+    // [2] scale n_q and [3] n_k (Aqk^T's columns and rows).
+    alignas(8) float gate[kStages][4][kC];
   };
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
   struct WyStorage {
