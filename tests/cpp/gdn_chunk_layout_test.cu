@@ -2,11 +2,13 @@
 // as [rows, cols] K-major and as [cols, rows] MN-major operands over the same bytes
 // (chunk_fwd_traits.cuh). Host-only: checks every element maps to the same offset in both views,
 // that 8 consecutive columns stay contiguous (the 16-byte cp.async pieces), and that a swizzled
-// offset is the same in every 1024-byte aligned tile (the kernels reuse them across buffers).
+// offset is the same in every 1024-byte aligned tile (the kernels reuse them across buffers), and
+// what the transposed fragment moves (transposed_fragments.cuh) assume of the MN-major views.
 #include <gtest/gtest.h>
 
 #include "src/cuda/gdn/bwd_dhu_traits.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
+#include "src/cuda/gdn/transposed_fragments.cuh"
 
 namespace attnkit::test {
 namespace {
@@ -45,12 +47,36 @@ void expect_offsets_same_in_aligned_tiles() {
   EXPECT_EQ(mismatches, 0) << kRows << " x " << kCols;
 }
 
+// ldmatrix / stmatrix .trans move 8 consecutive rows of an MN-major view [64, kCols] (8 elements
+// of one row of the row-major tile) as one 16-byte piece, and instruction u's addresses are
+// instruction 0's plus u * kTransposedStep: checked at every address a thread of
+// transposed_block_address can form.
+template <class Element, class LayoutT, int kCols>
+void expect_transposed_blocks() {
+  alignas(1024) static Element tile[64 * kCols];
+  Tensor t = make_tensor(make_smem_ptr(tile), LayoutT{});
+  auto offset = [&](int r, int c) { return reinterpret_cast<const char*>(&t(r, c)) - reinterpret_cast<const char*>(tile); };
+  int split = 0, off_step = 0;
+  for (int r0 = 0; r0 < 64; r0 += 8)
+    for (int c = 0; c < 16; ++c) {
+      for (int e = 1; e < 8; ++e)
+        if (offset(r0 + e, c) != offset(r0, c) + 2 * e) ++split;
+      for (int u = 1; u < kCols / 16; ++u)
+        if (offset(r0, c + 16 * u) != offset(r0, c) + u * long(cuda::gdn::kTransposedStep)) ++off_step;
+    }
+  EXPECT_EQ(split, 0) << "64 x " << kCols;
+  EXPECT_EQ(off_step, 0) << "64 x " << kCols;
+}
+
 template <class Element, int kDK>
 void check_traits() {
   using T = cuda::gdn::ChunkFwdTraits<Element, kDK>;
   expect_same_bytes<typename T::LayoutRowsDK, typename T::LayoutRowsDKt, T::kC, kDK>();
   expect_same_bytes<typename T::LayoutRowsBV, typename T::LayoutRowsBVt, T::kC, T::kBV>();
   expect_same_bytes<typename T::LayoutH, typename T::LayoutHt, kDK, T::kBV>();
+  expect_same_bytes<typename T::LayoutCC, typename T::LayoutCCt, T::kC, T::kC>();
+  expect_transposed_blocks<Element, typename T::LayoutRowsBVt, T::kC>();  // u^T, O^T, v_new^T
+  expect_transposed_blocks<Element, typename T::LayoutHt, kDK>();         // H^T
   expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsDK, T::kC, kDK>();
   expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutRowsBV, T::kC, T::kBV>();
   expect_offsets_same_in_aligned_tiles<Element, typename T::LayoutH, kDK, T::kBV>();
