@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/row_tma.cuh"
 
 namespace attnkit::cuda::gdn {
 
@@ -38,7 +39,7 @@ struct BwdDhuArgs {
 template <class T>
 struct BwdDhuParams {
   BwdDhuArgs a;
-  typename T::GmemShape shape_qk, shape_w, shape_v;  // (t, d, head, batch) of q / k, w, do / dv
+  RowsShape shape_qk, shape_w, shape_v;  // (t, d, head, batch) of q / k, w, do / dv (row_tma.cuh)
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_do, tma_dv;
 };

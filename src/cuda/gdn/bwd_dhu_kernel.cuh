@@ -32,27 +32,18 @@ __global__ void __launch_bounds__(T::kThreads, 1) gdn_bwd_dhu_kernel(CUTE_GRID_C
   }
 }
 
-// The rows' TMA descriptors: [B, T, heads, D] as (t, d, head, batch); a packed (varlen) batch is
-// one sequence of all tokens, each CTA offsetting to its own.
+// The rows' TMA descriptors (row_tma.cuh).
 template <class T>
-void make_row_tmas(BwdDhuParams<T>& p, const RowTensor& q, const RowTensor& k, const RowTensor& w, const RowTensor& dout,
-                   const RowTensor& dv, int batch, int tokens, int H, int HV, int V) {
+void make_row_tmas(BwdDhuParams<T>& p, const BwdDhuArgs& a, int batch) {
   using Element = typename T::Element;
-  const int rows = tokens > 0 ? tokens : 1;  // an empty batch still needs valid descriptors (never used)
-  auto gmem = [&](const RowTensor& x, auto shape) {  // a packed batch's (unused) batch stride: past its rows
-    const int64_t sb = batch == 1 ? x.st * rows : x.sb;
-    return make_tensor(make_gmem_ptr(static_cast<Element const*>(x.ptr)), shape, make_stride(x.st, _1{}, x.sh, sb));
-  };
-  p.shape_qk = make_shape(rows, T::kDK, H, batch);
-  p.shape_w = make_shape(rows, T::kDK, HV, batch);
-  p.shape_v = make_shape(rows, V, HV, batch);
-  using RowsDK = Shape<Int<T::kC>, Int<T::kDK>>;
-  using RowsBV = Shape<Int<T::kC>, Int<T::kBV>>;
-  p.tma_q = make_tma_copy(SM90_TMA_LOAD{}, gmem(q, p.shape_qk), typename T::LayoutRowsDK{}, RowsDK{}, _1{});
-  p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, gmem(k, p.shape_qk), typename T::LayoutRowsDK{}, RowsDK{}, _1{});
-  p.tma_w = make_tma_copy(SM90_TMA_LOAD{}, gmem(w, p.shape_w), typename T::LayoutRowsDK{}, RowsDK{}, _1{});
-  p.tma_do = make_tma_copy(SM90_TMA_LOAD{}, gmem(dout, p.shape_v), typename T::LayoutRowsBV{}, RowsBV{}, _1{});
-  p.tma_dv = make_tma_copy(SM90_TMA_LOAD{}, gmem(dv, p.shape_v), typename T::LayoutRowsBV{}, RowsBV{}, _1{});
+  p.shape_qk = rows_shape(a.tokens, T::kDK, a.H, batch);
+  p.shape_w = rows_shape(a.tokens, T::kDK, a.HV, batch);
+  p.shape_v = rows_shape(a.tokens, a.v_blocks * T::kBV, a.HV, batch);
+  p.tma_q = make_rows_tma<Element, typename T::LayoutRowsDK>(a.q, p.shape_qk);
+  p.tma_k = make_rows_tma<Element, typename T::LayoutRowsDK>(a.k, p.shape_qk);
+  p.tma_w = make_rows_tma<Element, typename T::LayoutRowsDK>(a.w, p.shape_w);
+  p.tma_do = make_rows_tma<Element, typename T::LayoutRowsBV>(a.dout, p.shape_v);
+  p.tma_dv = make_rows_tma<Element, typename T::LayoutRowsBV>(a.dv, p.shape_v);
 }
 
 template <class Element, int kDK, int kBV>
@@ -64,8 +55,7 @@ cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
   BwdDhuParams<T> p;
   p.a = a;
   if (a.vec16) {
-    const int batch = a.cu_seqlens ? 1 : a.num_seqs;
-    make_row_tmas(p, a.q, a.k, a.w, a.dout, a.dv, batch, static_cast<int>(a.tokens), a.H, a.HV, a.v_blocks * kBV);
+    make_row_tmas(p, a, a.cu_seqlens ? 1 : a.num_seqs);
   }
   const cudaError_t ok = ensure_dynamic_smem<gdn_bwd_dhu_kernel<T>>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;

@@ -39,21 +39,9 @@ struct DhuLoadWarpgroup {
   // Step i of the sequence's walk works on chunk nchunks - 1 - i.
   CUTE_DEVICE int chunk_of(int i) const { return it.nchunks - 1 - i; }
 
-  // The TMA boxes of one of this CTA's row tensors: (global tile of chunk j, the stage-0 shared
-  // tile), worked out once; stage s's tile is stage 0's moved by s stages (1024-byte multiples,
-  // so the swizzle is the same).
-  template <class SmemLayout, class Tma>
-  CUTE_DEVICE auto boxes_of(const Tma& tma, const typename T::GmemShape& shape, int head, int col, Element* stage0) const {
-    constexpr int kCols = cute::size<1>(SmemLayout{});
-    Tensor m = tma.get_tma_tensor(shape)(_, _, head, int(it.b));  // (t, d)
-    Tensor g = local_tile(domain_offset(make_coord(int(it.t0), _0{}), m), Shape<Int<kC>, Int<kCols>>{}, make_coord(_, col));
-    Tensor sm0 = make_tensor(make_smem_ptr(stage0), SmemLayout{});
-    return tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(sm0), group_modes<0, 2>(g));
-  }
   template <class Tma, class Boxes>
   static CUTE_DEVICE void issue_box(const Tma& tma, const Boxes& b, int j, int s, uint64_t& bar) {
-    constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
-    copy(tma.with(bar), get<0>(b)(_, j), make_tensor(get<1>(b).data() + s * kStageElems, get<1>(b).layout()));
+    issue_rows_box(tma, b, j, s * int(sizeof(typename T::Stage) / sizeof(Element)), bar);
   }
 
   template <class Boxes>
@@ -175,12 +163,12 @@ struct DhuLoadWarpgroup {
     const PiecesDK dk(tid, sm.stage[0].q.data());
     const PiecesBV bv(tid, sm.stage[0].dout.data());
     const PiecesDh dhp(tid, sm.dh[0].data());
-    const auto boxes = cute::make_tuple(
-        boxes_of<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it.h, 0, sm.stage[0].q.data()),
-        boxes_of<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it.h, 0, sm.stage[0].k.data()),
-        boxes_of<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it.hv, 0, sm.stage[0].w.data()),
-        boxes_of<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it.hv, it.vb, sm.stage[0].dout.data()),
-        boxes_of<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it.hv, it.vb, sm.stage[0].dv.data()));
+    const auto boxes = cute::make_tuple(  // row_tma.cuh
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
+        rows_boxes<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it, it.hv, it.vb, sm.stage[0].dout.data()),
+        rows_boxes<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it, it.hv, it.vb, sm.stage[0].dv.data()));
     load_chunk(dk, bv, boxes, 0);  // n >= 1 here
     cp_async_commit();
     if (n > 1) load_chunk(dk, bv, boxes, 1);

@@ -16,6 +16,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
+#include "src/cuda/gdn/row_tma.cuh"
 
 namespace attnkit::cuda::gdn {
 
@@ -46,12 +47,8 @@ struct BwdDhuTraits {
       GMMA::ss_op_selector<Element, Element, float, Shape<DK_, BV_, C_>, GMMA::Major::MN, GMMA::Major::MN,
                            GMMA::ScaleIn::Neg, GMMA::ScaleIn::One>()));
 
-  // TMA views of [B, T, heads, D] rows: (t, d, head, batch), d contiguous; boxes of one chunk.
-  using GmemShape = Shape<int32_t, int32_t, int32_t, int32_t>;
-  using GmemStride = Stride<int64_t, _1, int64_t, int64_t>;
-  using GmemTensor = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), GmemShape{}, GmemStride{}));
-  using TmaRowsDK = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, LayoutRowsDK{}, Shape<C_, DK_>{}, _1{}));
-  using TmaRowsBV = decltype(make_tma_copy(SM90_TMA_LOAD{}, GmemTensor{}, LayoutRowsBV{}, Shape<C_, BV_>{}, _1{}));
+  using TmaRowsDK = RowsTma<Element, LayoutRowsDK>;  // row_tma.cuh
+  using TmaRowsBV = RowsTma<Element, LayoutRowsBV>;
   static constexpr uint32_t kTmaBytes = (3 * kC * kDK + 2 * kC * kBV) * sizeof(Element);
 
   struct Stage {

@@ -31,20 +31,39 @@ __global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_k
 }
 
 template <class T, Recurrence kMode>
-__global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdArgs a) {
+__global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
+  const ChunkFwdArgs& a = p.a;
   const WorkItem it(a, blockIdx.x);
   if (threadIdx.x < 128) {
-    if (it.nchunks > 0) LoadWarpgroup<T, kMode>{a, it, static_cast<int>(threadIdx.x)}.run();
+    if (it.nchunks > 0) LoadWarpgroup<T, kMode>{p, a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
     StateWarpgroup<T, kMode>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
   }
+}
+
+// The rows' TMA descriptors (row_tma.cuh); w and u are the workspace's, laid out like q and v.
+template <class T>
+ChunkFwdParams<T> recurrence_params(const ChunkFwdArgs& a) {
+  using Element = typename T::Element;
+  ChunkFwdParams<T> p;
+  p.a = a;
+  if (!a.vec16) return p;
+  const int batch = a.cu_seqlens ? 1 : a.num_seqs;
+  p.shape_qk = rows_shape(a.tokens, T::kDK, a.H, batch);
+  p.shape_w = rows_shape(a.tokens, T::kDK, a.HV, batch);
+  p.shape_u = rows_shape(a.tokens, a.v_blocks * T::kBV, a.HV, batch);
+  if (a.o.ptr) p.tma_q = make_rows_tma<Element, typename T::LayoutRowsDK>(a.q, p.shape_qk);
+  p.tma_k = make_rows_tma<Element, typename T::LayoutRowsDK>(a.k, p.shape_qk);
+  p.tma_w = make_rows_tma<Element, typename T::LayoutRowsDK>(a.w, p.shape_w);
+  p.tma_u = make_rows_tma<Element, typename T::LayoutRowsBV>(a.u, p.shape_u);
+  return p;
 }
 
 template <class T, Recurrence kMode>
 cudaError_t launch_recurrence(const ChunkFwdArgs& a, int64_t items, cudaStream_t stream) {
   const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_fwd_kernel<T, kMode>>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;
-  gdn_chunk_fwd_kernel<T, kMode><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(a);
+  gdn_chunk_fwd_kernel<T, kMode><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(recurrence_params<T>(a));
   return cudaGetLastError();
 }
 

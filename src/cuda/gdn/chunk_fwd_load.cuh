@@ -4,8 +4,11 @@
 // Q and K: the rows themselves stay as loaded), hands the stage to the state warpgroup and, once
 // that is done with it, writes the chunk's output rows (left in u's buffer) to `o`.
 //
-// Chunk j's copies are issued two chunks ahead (cp.async, zero-filled past the sequence end), so
-// they land while chunks j-1 and j-2 compute. Rows past the end read gamma_last (the last valid
+// Chunk j's copies are issued two chunks ahead, so they land while chunks j-1 and j-2 compute: by
+// TMA (one thread, row_tma.cuh) when every row start is 16-byte aligned, else by cp.async
+// (zero-filled past the sequence end). Rows past the end may hold another sequence's rows (TMA
+// reads on): D's factor is 0 there, so they never reach the state, and they reach only output rows
+// that are not written. Gamma comes by cp.async; rows past the end read gamma_last (the last valid
 // row's), so the state warpgroup can take gamma[C - 1] as the chunk's total decay.
 #pragma once
 #include <cutlass/arch/barrier.h>
@@ -13,6 +16,7 @@
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
+#include "src/cuda/gdn/row_tma.cuh"
 
 namespace attnkit::cuda::gdn {
 
@@ -20,25 +24,42 @@ template <class T, Recurrence kMode>  // without output (kStates): no Q to load,
 struct LoadWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
+  const ChunkFwdParams<T>& p;
   const ChunkFwdArgs& a;
   const WorkItem& it;
   int tid;  // 0..127
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kLoad, 128); }
 
-  using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK>;  // Q, K, w
+  using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK>;  // Q, K, w (cp.async path)
   using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV>;  // u
+  static constexpr uint32_t kTmaBytes =
+      ((writes_output(kMode) ? 3 : 2) * kC * kDK + kC * kBV) * sizeof(Element);  // Q (with output), K, w, u
 
-  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, int j) {
+  template <class Boxes>
+  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int j) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     const int s = j % T::kStages;
     auto& st = sm.stage[s];
     const int valid = it.valid_rows(j);
-    auto at = [](const auto* p) { return cute::cast_smem_ptr_to_uint(p); };
-    if constexpr (writes_output(kMode)) dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
-    dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
-    dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, true);
-    bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
+    if (a.vec16) {
+      if (tid == 0) {
+        constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
+        uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
+        cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads first
+        sm.rows_landed[s].arrive_and_expect_tx(kTmaBytes);
+        if constexpr (writes_output(kMode)) issue_rows_box(p.tma_q, get<0>(boxes), j, s * kStageElems, bar);
+        issue_rows_box(p.tma_k, get<1>(boxes), j, s * kStageElems, bar);
+        issue_rows_box(p.tma_w, get<2>(boxes), j, s * kStageElems, bar);
+        issue_rows_box(p.tma_u, get<3>(boxes), j, s * kStageElems, bar);
+      }
+    } else {
+      auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
+      if constexpr (writes_output(kMode)) dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, false);
+      dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, false);
+      dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, true);
+      bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
+    }
     if (tid < kC) {
       const int r = min(tid, valid - 1);
       copy4_async(&sm.gamma[s][tid], static_cast<const float*>(a.gamma.ptr) + it.row(a.gamma, int64_t(j) * kC + r, it.hv));
@@ -73,25 +94,37 @@ struct LoadWarpgroup {
     if (q_row) {
       sm.gate[s][0][r] = a.scale * norm * ex2(gamma);
       sm.gate[s][2][r] = a.scale * norm;
-    } else {
-      sm.gate[s][1][r] = norm * ex2(sm.gamma[s][kC - 1] - gamma);
+    } else {  // D's factor 0 past the sequence end: those rows (another sequence's, by TMA) never reach H
+      sm.gate[s][1][r] = r < it.valid_rows(j) ? norm * ex2(sm.gamma[s][kC - 1] - gamma) : 0.f;
       sm.gate[s][3][r] = norm;
     }
   }
 
   CUTE_DEVICE void run() {
     const int n = it.nchunks;
-    const auto& st0 = chunk_smem<typename T::SharedStorage>().stage[0];
-    const PiecesDK dk(tid, st0.q.data());
-    const PiecesBV bv(tid, st0.u.data());
-    load_chunk(dk, bv, 0);  // n >= 1 here
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    if (tid == 0) {
+      CUTE_UNROLL
+      for (int s = 0; s < T::kStages; ++s) sm.rows_landed[s].init(1);
+      cutlass::arch::fence_barrier_init();
+    }
+    sync();
+    const PiecesDK dk(tid, sm.stage[0].q.data());
+    const PiecesBV bv(tid, sm.stage[0].u.data());
+    const auto boxes = cute::make_tuple(  // row_tma.cuh (used when a.vec16)
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
+        rows_boxes<typename T::LayoutRowsBV>(p.tma_u, p.shape_u, it, it.hv, it.vb, sm.stage[0].u.data()));
+    load_chunk(dk, bv, boxes, 0);  // n >= 1 here
     cp_async_commit();
-    if (n > 1) load_chunk(dk, bv, 1);
+    if (n > 1) load_chunk(dk, bv, boxes, 1);
     cp_async_commit();
     for (int j = 0; j < n; ++j) {
       const int s = j % T::kStages;
       cp_async_wait<1>();  // this thread's copies of chunk j landed (j + 1 may be in flight)
-      sync();                // everyone's: a thread reads rows and gates that others copied
+      if (a.vec16) sm.rows_landed[s].wait((j / T::kStages) % 2);
+      sync();              // everyone's: a thread reads rows and gates that others copied
       gate_factors(j);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
       ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
@@ -100,7 +133,7 @@ struct LoadWarpgroup {
       if (j >= 1) store_output(j - 1);
       if (j + 2 < n) {
         if (j >= 1) sync();  // every read of chunk j - 1's output is done
-        load_chunk(dk, bv, j + 2);
+        load_chunk(dk, bv, boxes, j + 2);
       }
       cp_async_commit();
     }

@@ -19,8 +19,11 @@
 // GdnChunkLayouts checks the pairs agree element by element.
 #pragma once
 #include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/numeric_conversion.h>
+
+#include "src/cuda/gdn/row_tma.cuh"
 
 namespace attnkit::cuda::gdn {
 
@@ -70,6 +73,9 @@ struct ChunkFwdTraits {
   using MmaHt = decltype(make_tiled_mma(  // (D v_new)^T K
       GMMA::rs_op_selector<Element, Element, float, Shape<BV_, DK_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
 
+  using TmaRowsDK = RowsTma<Element, LayoutRowsDK>;  // row_tma.cuh: Q, K, w
+  using TmaRowsBV = RowsTma<Element, LayoutRowsBV>;  // u
+
   // The recurrence kernel's buffers for one chunk: rows of Q, K, w and u (this CTA's columns);
   // u's buffer then holds the chunk's output rows until the loader writes them out.
   struct Stage {
@@ -86,6 +92,7 @@ struct ChunkFwdTraits {
     // [0] scale n_q exp(gamma) (O's columns), [1] n_k exp(gamma_last - gamma) (D's),
     // [2] scale n_q and [3] n_k (Aqk^T's columns and rows).
     alignas(8) float gate[kStages][4][kC];
+    cutlass::arch::ClusterTransactionBarrier rows_landed[kStages];  // the stage's TMA bytes (a.vec16)
   };
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
   struct WyStorage {
@@ -100,6 +107,16 @@ struct ChunkFwdTraits {
   static_assert(kWyCtasPerSm * (kWySmemBytes + 1024) <= 228 * 1024, "WY CTAs per SM");
   static_assert(kC * kC * 4 >= kC * kDK * 2, "w fits in T0's buffer");
   static_assert(kC == 64, "WorkItem (chunk_fwd_args.cuh) counts chunks of 64 tokens");
+};
+
+// The recurrence kernel's parameters: the arguments and the rows' TMA descriptors (built when
+// a.vec16; the loader copies by cp.async otherwise). T: ChunkFwdTraits.
+template <class T>
+struct ChunkFwdParams {
+  ChunkFwdArgs a;
+  RowsShape shape_qk, shape_w, shape_u;  // (t, d, head, batch) of q / k, w, u
+  typename T::TmaRowsDK tma_q, tma_k, tma_w;
+  typename T::TmaRowsBV tma_u;
 };
 
 // The kernels' dynamic shared memory (T::SharedStorage or T::WyStorage). Every access goes

@@ -1,0 +1,59 @@
+// src/cuda/gdn/row_tma.cuh — TMA loads of one chunk's rows of a [B, T, heads, D] tensor
+// (RowTensor, chunk_fwd_args.cuh) into a swizzled [64, cols] shared tile, for the recurrence
+// kernels (the chunked forward's and bwd_dhu's loaders): one thread, one instruction per tile
+// instead of every thread's 16-byte cp.async pieces and their address work.
+//
+// The tensor is seen as (t, d, head, batch), d contiguous; a packed (varlen) batch is one
+// sequence of all its tokens, each CTA offsetting to its own (WorkItem::t0). A box never stops at
+// a sequence's end: rows past it read on into the next sequence (zeros past the tensor's end),
+// and the kernels keep those rows out of every result. Needs 16-byte aligned row starts (the
+// dispatchers' vec16); otherwise the loaders copy by cp.async.
+#pragma once
+#include <cute/tensor.hpp>
+
+#include "src/cuda/gdn/chunk_fwd_args.cuh"
+
+namespace attnkit::cuda::gdn {
+
+using namespace cute;
+
+using RowsShape = Shape<int32_t, int32_t, int32_t, int32_t>;  // (t, d, head, batch)
+using RowsStride = Stride<int64_t, _1, int64_t, int64_t>;
+template <class Element>
+using RowsGmem = decltype(make_tensor(make_gmem_ptr(static_cast<Element const*>(nullptr)), RowsShape{}, RowsStride{}));
+// A tile layout's [rows, cols] as a static shape: the box of one chunk's rows.
+template <class SmemLayout>
+using BoxShape = Shape<Int<decltype(size<0>(SmemLayout{}))::value>, Int<decltype(size<1>(SmemLayout{}))::value>>;
+// The TMA of one chunk's rows into a tile of SmemLayout ([64, cols]).
+template <class Element, class SmemLayout>
+using RowsTma = decltype(make_tma_copy(SM90_TMA_LOAD{}, RowsGmem<Element>{}, SmemLayout{}, BoxShape<SmemLayout>{}, _1{}));
+
+// Host: the shape of a tensor with `tokens` rows per batch entry (a packed batch: batch == 1;
+// an empty one still gets valid descriptors, never used).
+inline RowsShape rows_shape(int64_t tokens, int cols, int heads, int batch) {
+  return make_shape(static_cast<int32_t>(tokens > 0 ? tokens : 1), cols, heads, batch);
+}
+template <class Element, class SmemLayout>
+RowsTma<Element, SmemLayout> make_rows_tma(const RowTensor& x, const RowsShape& shape) {
+  const int64_t sb = get<3>(shape) == 1 ? x.st * get<0>(shape) : x.sb;  // one entry: any stride past its rows
+  Tensor g = make_tensor(make_gmem_ptr(static_cast<Element const*>(x.ptr)), shape, make_stride(x.st, _1{}, x.sh, sb));
+  return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayout{}, BoxShape<SmemLayout>{}, _1{});
+}
+
+// Device: one CTA's boxes of a row tensor — (global tiles by chunk, the stage-0 shared tile),
+// worked out once: head `head`, columns from block `col` of the tile's width.
+template <class SmemLayout, class Tma, class Element>
+CUTE_DEVICE auto rows_boxes(const Tma& tma, const RowsShape& shape, const WorkItem& it, int head, int col, Element* stage0) {
+  Tensor m = tma.get_tma_tensor(shape)(_, _, head, int(it.b));  // (t, d)
+  Tensor g = local_tile(domain_offset(make_coord(int(it.t0), _0{}), m), BoxShape<SmemLayout>{}, make_coord(_, col));
+  Tensor s0 = make_tensor(make_smem_ptr(stage0), SmemLayout{});
+  return tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(s0), group_modes<0, 2>(g));
+}
+// Chunk j's box into the tile `offset` elements after stage 0's (whole stages: 1024-byte
+// multiples, so the swizzle is the same), completing on transaction barrier `bar`.
+template <class Tma, class Boxes>
+CUTE_DEVICE void issue_rows_box(const Tma& tma, const Boxes& b, int j, int offset, uint64_t& bar) {
+  copy(tma.with(bar), get<0>(b)(_, j), make_tensor(get<1>(b).data() + offset, get<1>(b).layout()));
+}
+
+}  // namespace attnkit::cuda::gdn
