@@ -9,11 +9,13 @@
 //                                         with empty and 1-token sequences, GVA, unaligned rows),
 //                                         each dumped to PREFIX.<i>; built from two revisions
 //                                         (gdn_chunk_probe.sh with PROBE_DIR, CUTLASS_INC), the
-//                                         dumps compare two kernels (bench/gdn_chunk_probe_cmp.py)
+//                                         dumps compare two kernels (bench/gdn_chunk_probe_cmp.py);
+//                                         each case's error against the float64 recurrence printed
 // Not a test: the GPU tests (tests/cpp/gdn_gpu_test.cpp) check against the float64 recurrence.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,7 +46,61 @@ TensorView rows_view(void* p, const Case& c, int64_t heads) {
   return t;
 }
 
-// Runs the case: median ms of `reps` launches after 2 warm-ups; with `dump`, writes o and ht.
+double from16(uint16_t x, DType dt) { return dt == DType::kFloat16 ? fp16_bits_to_float(x) : bf16_bits_to_float(x); }
+
+// The float64 recurrence (spec/gdn.md, l2norm in the op, zero initial state) on the case's inputs:
+// RMS(x - ref) / RMS(ref) of o (16-bit, unpadded rows) and of the final state, printed.
+void print_error_vs_float64(const Case& c, const std::vector<uint16_t>& q, const std::vector<uint16_t>& k,
+                            const std::vector<uint16_t>& v, const std::vector<float>& g, const std::vector<uint16_t>& beta,
+                            const std::vector<uint16_t>& out, const std::vector<float>& state) {
+  const int64_t D = c.D, row = c.D + c.row_pad;
+  std::vector<int64_t> b_of, t0_of, len_of;  // per sequence
+  if (c.seqlens.empty()) {
+    for (int64_t b = 0; b < c.B; ++b) b_of.push_back(b), t0_of.push_back(0), len_of.push_back(c.T);
+  } else {
+    int64_t t0 = 0;
+    for (int64_t l : c.seqlens) b_of.push_back(0), t0_of.push_back(t0), len_of.push_back(l), t0 += l;
+  }
+  double eo = 0, ro = 0, eh = 0, rh = 0;
+  std::vector<double> S(D * D), qn(D), kn(D), u(D);  // S [k][v]
+  for (size_t n = 0; n < b_of.size(); ++n)
+    for (int64_t hv = 0; hv < c.HV; ++hv) {
+      std::fill(S.begin(), S.end(), 0.0);
+      for (int64_t t = t0_of[n]; t < t0_of[n] + len_of[n]; ++t) {
+        const int64_t tok = b_of[n] * c.T + t, qrow = (tok * c.H + hv / (c.HV / c.H)) * row, vrow = (tok * c.HV + hv) * row;
+        double sq = 0, sk = 0;
+        for (int64_t d = 0; d < D; ++d) {
+          qn[d] = from16(q[qrow + d], c.dt), kn[d] = from16(k[qrow + d], c.dt);
+          sq += qn[d] * qn[d], sk += kn[d] * kn[d];
+        }
+        for (int64_t d = 0; d < D; ++d) qn[d] /= std::sqrt(sq + 1e-6), kn[d] /= std::sqrt(sk + 1e-6);
+        const double decay = std::exp(double(g[tok * c.HV + hv])), bt = from16(beta[tok * c.HV + hv], c.dt);
+        for (double& x : S) x *= decay;
+        for (int64_t j = 0; j < D; ++j) {
+          double hk = 0;
+          for (int64_t i = 0; i < D; ++i) hk += S[i * D + j] * kn[i];
+          u[j] = bt * (from16(v[vrow + j], c.dt) - hk);
+        }
+        for (int64_t i = 0; i < D; ++i)
+          for (int64_t j = 0; j < D; ++j) S[i * D + j] += kn[i] * u[j];
+        for (int64_t j = 0; j < D; ++j) {
+          double o = 0;
+          for (int64_t i = 0; i < D; ++i) o += S[i * D + j] * qn[i];
+          o /= std::sqrt(double(D));
+          const double x = from16(out[vrow + j], c.dt) - o;
+          eo += x * x, ro += o * o;
+        }
+      }
+      for (int64_t i = 0; i < D * D; ++i) {
+        const double x = state[(n * c.HV + hv) * D * D + i] - S[i];
+        eh += x * x, rh += S[i] * S[i];
+      }
+    }
+  std::printf("  vs the float64 recurrence: o %.3e, final state %.3e (rel RMS)\n", std::sqrt(eo / ro), std::sqrt(eh / rh));
+}
+
+// Runs the case: median ms of `reps` launches after 2 warm-ups; with `dump`, writes o and ht and
+// prints their errors against the float64 recurrence.
 double run_case(const Case& c, int reps, const std::string& dump) {
   const int64_t N = c.seqlens.empty() ? c.B : static_cast<int64_t>(c.seqlens.size());
   const int64_t row = c.D + c.row_pad, nq = c.B * c.T * c.H * row, nv = c.B * c.T * c.HV * row, ng = c.B * c.T * c.HV;
@@ -124,6 +180,7 @@ double run_case(const Case& c, int reps, const std::string& dump) {
     f = std::fopen((dump + ".ht").c_str(), "wb");
     std::fwrite(state.data(), 4, state.size(), f);
     std::fclose(f);
+    print_error_vs_float64(c, q, k, v, g, beta, out, state);
   }
   for (void* ptr : {dq, dk, dv, o, gd, bd, ht, ws, cu}) cudaFree(ptr);
   std::sort(ms.begin(), ms.end());
