@@ -49,7 +49,7 @@ struct ChunkFwdTraits {
   static constexpr int kStages = 3;  // recurrence kernel: chunk j in use, j+1 and j+2 loading
   static constexpr int kThreads = 256;
   static constexpr int kWyThreads = 128;
-  static constexpr int kWyCtasPerSm = 3;
+  static constexpr int kWyCtasPerSm = 4;
 
   using LayoutRowsDK = RowMajor<Element, kC, kDK>;    // Q, K, w   [C, DK]
   using LayoutRowsDKt = RowMajorT<Element, kC, kDK>;  // K^T       [DK, C]
@@ -64,8 +64,8 @@ struct ChunkFwdTraits {
   using DK_ = Int<kDK>;
   using BV_ = Int<kBV>;
   using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<C_, C_, DK_>>()));
-  using MmaW = decltype(make_tiled_mma(
-      GMMA::rs_op_selector<Element, Element, float, Shape<C_, DK_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
+  using MmaW = decltype(make_tiled_mma(  // w = Tw K and u = Tu V, half of the columns at a time
+      GMMA::rs_op_selector<Element, Element, float, Shape<C_, Int<kDK / 2>, C_>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaU = decltype(make_tiled_mma(  // u = Tu V, and O^T += v_new^T Aqk^T
       GMMA::rs_op_selector<Element, Element, float, Shape<C_, BV_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaVt = decltype(make_tiled_mma(  // H^T w^T and H^T Q^T

@@ -119,7 +119,7 @@ struct WyChunk {
     }
 
     typename T::MmaS mma_s;
-    typename T::MmaW mma_w;  // w = Tw K and u = Tu V: both [C, C] x [C, DK]
+    typename T::MmaW mma_w;  // w = Tw K and u = Tu V: both [C, C] x [C, DK], in column halves
     auto thr_s = mma_s.get_thread_slice(tid);
     auto thr_w = mma_w.get_thread_slice(tid);
     Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kC>>{}));  // (row, col) per register
@@ -177,26 +177,38 @@ struct WyChunk {
     build_operand(rTw, false);
     build_operand(rTu, true);
 
-    // One [C, DK] accumulator at a time. w goes out through T0's buffer (free once every thread
-    // has built its operands), u through K's (free once every W GEMM is done), each tile written
-    // to the workspace in 16-byte row pieces while the next GEMM runs.
-    Tensor tX = partition_fragment_C(mma_w, Shape<Int<kC>, Int<kDK>>{});  // fp32 [C, DK]
-    Tensor tB_K = thr_w.partition_fragment_B(sKt);
-    Tensor tB_V = thr_w.partition_fragment_B(sVt);
+    // One [C, DK / 2] accumulator at a time (4 CTAs an SM: 128 registers a thread). w goes out
+    // through T0's buffer (free once every thread has built its operands), u through K's (free
+    // once every W GEMM is done), each tile written to the workspace in 16-byte row pieces while
+    // the next GEMM runs.
+    using HalfCols = Shape<Int<kDK / 2>, Int<kC>>;
+    Tensor tX = partition_fragment_C(mma_w, Shape<Int<kC>, Int<kDK / 2>>{});  // fp32 [C, DK / 2]
     Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(sm.t.data())), typename T::LayoutRowsDK{});  // [C, DK]
     auto identity = [](int, float x) { return x; };
-    gemm_zero<true>(mma_w, rTw, tB_K, tX);
+    auto gemm_half = [&](auto& rA, const auto& sBt, int h) {  // tX = A . B^T[h-th half of the rows]
+      gemm_zero<true>(mma_w, rA, thr_w.partition_fragment_B(local_tile(sBt, HalfCols{}, make_coord(h, 0))), tX);
+    };
+    auto store_half = [&](const auto& sDst, int h) {
+      store_pairs<Element>(tX, thr_w.partition_C(local_tile(sDst, Shape<Int<kC>, Int<kDK / 2>>{}, make_coord(0, h))), identity);
+    };
+    gemm_half(rTw, sKt, 0);
     sync();  // every read of T0 is done
     warpgroup_wait<0>();
-    store_pairs<Element>(tX, thr_w.partition_C(sW), identity);
-    gemm_zero<true>(mma_w, rTu, tB_V, tX);
+    store_half(sW, 0);
+    gemm_half(rTw, sKt, 1);
+    warpgroup_wait<0>();
+    store_half(sW, 1);
+    gemm_half(rTu, sVt, 0);
     sync();  // w complete in shared memory; every W GEMM done with K
     int jj = j;
     asm volatile("" : "+r"(jj));  // the row count again, not kept live (or spilled) since the loads
     const int valid_out = it.valid_rows(jj);
     store_chunk_rows<kDK>(sW, static_cast<Element*>(a.w.ptr), a.w, it, t0(), it.hv, valid_out, true);
     warpgroup_wait<0>();
-    store_pairs<Element>(tX, thr_w.partition_C(sK), identity);
+    store_half(sK, 0);
+    gemm_half(rTu, sVt, 1);
+    warpgroup_wait<0>();
+    store_half(sK, 1);
     sync();
     store_chunk_rows<kDK>(sK, static_cast<Element*>(a.u.ptr), a.u, it, t0(), it.hv, valid_out, true);
   }
