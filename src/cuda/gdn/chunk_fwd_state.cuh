@@ -12,6 +12,8 @@
 //   v_new^T = u^T - V'^T;  H^T *= exp(gamma_last);  H^T += (D v_new)^T K   (RS, K read MN-major)
 //   Aqk^T = scale tril(S)^T Gamma^T into shared memory;  O^T = scale exp(gamma) O^T + v_new^T Aqk^T  (RS)
 //   H^T's 16-bit copy for the next chunk;  O^T into u's buffer, transposed (stmatrix.trans).
+// Q and K come as loaded: with the in-op l2norm their rows' inverse norms are in the loader's
+// per-row factors (SharedStorage::gate), applied to D, O's columns and Aqk in fp32.
 // The mode (Recurrence, chunk_fwd_args.cuh): kOutputAndStates (a training forward) also writes each
 // chunk's start state and v_new to global memory (a.states, a.vnew) for the backward, through
 // shared memory; kStates (the backward's rerun) writes only those, and without output only the
