@@ -143,7 +143,7 @@ struct StateWarpgroup {
       else warpgroup_wait<0>();
       uint32_t u2[kVPairs];  // u^T, 16-bit pairs in tV's order; read now that H^T's copy is dead
       load_transposed(u2, sUt);
-      const float* gate = sm.gate[s][1];  // exp(gamma_last - gamma) per row (chunk_fwd_load.cuh)
+      const float* gate = sm.gate[s][1];  // D's factor per row: n_k exp(gamma_last - gamma), 0 past the end
       CUTE_UNROLL
       for (int p = 0; p < kVPairs; ++p) {  // v_new^T = u^T - V'^T; pair p is columns c, c + 1
         const auto u = reinterpret_cast<const cutlass::Array<Element, 2>&>(u2[p]);
@@ -169,7 +169,7 @@ struct StateWarpgroup {
         const float* q_factor = sm.gate[s][2];
         const float* k_factor = sm.gate[s][3];
         CUTE_UNROLL
-        for (int i = 0; i < size(tS); i += 2) {  // Aqk^T = scale tril(Q K^T)^T Gamma^T (diagonal included)
+        for (int i = 0; i < size(tS); i += 2) {  // Aqk^T = scale tril(Q K^T)^T Gamma^T (diagonal included), n_q n_k
           const int r = get<0>(cS(i)), c = get<1>(cS(i));  // key r, queries c and c + 1
           const float g_r = gamma[r], n_r = k_factor[r];
           const float2 f = *reinterpret_cast<const float2*>(&q_factor[c]);
@@ -177,7 +177,7 @@ struct StateWarpgroup {
           const float a1 = r <= c + 1 ? tS(i + 1) * n_r * f.y * ex2(gamma[c + 1] - g_r) : 0.f;
           st_shared(&sAqk(r, c), pack2<Element>(a0, a1));
         }
-        const float* o_scale = sm.gate[s][0];  // scale exp(gamma) per row
+        const float* o_scale = sm.gate[s][0];  // O's factor per query row: scale n_q exp(gamma)
         CUTE_UNROLL
         for (int i = 0; i < size(tO); i += 2) {
           const float2 g = *reinterpret_cast<const float2*>(&o_scale[get<1>(cV(i))]);
