@@ -19,6 +19,16 @@ step() {  # step LOG CMD...: run, append to $OUT/LOG, remember failures
   echo "== $*" | cut -c1-160
   if "$@" >>"$OUT/$log" 2>&1; then echo "   ok"; else echo "   FAILED (rc=$?)"; status=1; tail -40 "$OUT/$log"; fi
 }
+PY=""  # the pip-built package's interpreter, set by the first py_step
+py_step() {  # py_step LOG ARGS...: step with the package's Python; scripts/setup_python.sh runs once a run
+  local log=$1; shift
+  if [ -z "$PY" ]; then
+    echo "== bash scripts/setup_python.sh (pip-builds the package with its CUDA kernels, once)"
+    PY=$(bash scripts/setup_python.sh 2>>"$OUT/$log" | tail -1)
+    if [ -z "$PY" ]; then echo "   FAILED"; status=1; tail -40 "$OUT/$log"; return; fi
+  fi
+  step "$log" "$PY" "$@"
+}
 if has build; then
   { nvidia-smi; nvcc --version; cmake --version; } >"$OUT/build.log" 2>&1
   step build.log env BUILD_DIR=$BUILD_DIR JOBS=$(nproc) CMAKE_ARGS="-DATTNKIT_WITH_CUDA=ON -DATTNKIT_PTXAS_VERBOSE=ON" bash scripts/setup.sh
@@ -37,7 +47,7 @@ if has test; then
   step tests.log ctest --test-dir $BUILD_DIR -L cpu -j "$(nproc)"
 fi
 if has python; then  # the pip-built package (CUDA kernels included) and every Python test
-  step python.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py -m pytest -q -rs tests/python --attnkit-lib $BUILD_DIR/tools/libattnkit_c.so"
+  py_step python.log -m pytest -q -rs tests/python --attnkit-lib $BUILD_DIR/tools/libattnkit_c.so
   tail -5 "$OUT/python.log"
 fi
 if has memcheck; then
@@ -78,21 +88,21 @@ if has bench-gdn && ! has bench; then
 fi
 if has bench-chunk || has bench; then  # the GDN chunked forward through the torch op (the pip-built package)
   fla_wheels
-  step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_chunk.py --out '$OUT' ${BENCH_ARGS:-}"
+  py_step bench.log bench/bench_gdn_chunk.py --out "$OUT" ${BENCH_ARGS:-}
   has bench || cat "$OUT/bench.log"
 fi
 if has bench-chunk-bwd || has bench; then  # GDN chunked forward + backward through autograd, FLA's beside it
   fla_wheels
-  step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_chunk_bwd.py --out '$OUT' ${BENCH_ARGS:-}"
+  py_step bench.log bench/bench_gdn_chunk_bwd.py --out "$OUT" ${BENCH_ARGS:-}
   has bench || cat "$OUT/bench.log"
 fi
 if has bench-dhu || has bench; then  # the GDN reverse state-gradient pass through the torch op, FLA's beside it
   fla_wheels
-  step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_gdn_bwd_dhu.py --out '$OUT'"
+  py_step bench.log bench/bench_gdn_bwd_dhu.py --out "$OUT"
   has bench || cat "$OUT/bench.log"
 fi
 if has bench-flex || has bench; then  # flex attention through the torch op, torch.compile(flex_attention) beside it
-  step bench.log bash -c "py=\$(bash scripts/setup_python.sh | tail -1) && \$py bench/bench_flex.py --out '$OUT' ${BENCH_ARGS:-}"
+  py_step bench.log bench/bench_flex.py --out "$OUT" ${BENCH_ARGS:-}
   has bench || cat "$OUT/bench.log"
 fi
 if has bench; then
