@@ -30,12 +30,6 @@
 
 namespace attnkit::cuda::gdn {
 
-// A 16-bit register tensor's storage as 32-bit pairs (for stmatrix).
-template <int kPairs, class Tensor16>
-CUTE_DEVICE const uint32_t (&as_pairs(const Tensor16& t))[kPairs] {
-  return *reinterpret_cast<const uint32_t(*)[kPairs]>(t.data());
-}
-
 template <class T, Recurrence kMode>
 struct StateWarpgroup {
   using Element = typename T::Element;

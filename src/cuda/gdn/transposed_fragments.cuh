@@ -29,6 +29,13 @@ CUTE_DEVICE uint32_t transposed_block_address(TileX& sX) {
 }
 constexpr uint32_t kTransposedStep = 16 * 128;  // bytes between instruction u and u + 1
 
+// A 16-bit register tensor's storage (an accumulator converted in place, or an A operand
+// re-viewed from one) as the 32-bit pairs these moves take.
+template <int kPairs, class Tensor16>
+CUTE_DEVICE const uint32_t (&as_pairs(const Tensor16& t))[kPairs] {
+  return *reinterpret_cast<const uint32_t(*)[kPairs]>(t.data());
+}
+
 template <int kPairs, class TileX>
 CUTE_DEVICE void store_transposed(const uint32_t (&pairs)[kPairs], TileX& sX) {
   static_assert(kPairs % 4 == 0, "whole stmatrix.x4 instructions");
