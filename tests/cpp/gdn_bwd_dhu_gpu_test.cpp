@@ -152,18 +152,22 @@ struct DeviceDhu {
   }
 };
 
-void check_dhu(const DhuGpuCase& c, uint32_t seed = 11) {
-  const DhuTensors t = make_inputs(c, seed);
-  // Reference: the CPU op in float64 on the same rounded values.
+// Reference: the CPU op in float64 on the same rounded values.
+DhuOutputs reference_dhu(const DhuGpuCase& c, const DhuTensors& t) {
   DhuTensors t64 = t;
   for (HostTensor* x : {&t64.q, &t64.k, &t64.w, &t64.dout, &t64.dv}) *x = x->to(DType::kFloat64);
   DhuOutputs ref = make_outputs(c, DType::kFloat64);
-  ASSERT_OK(gdn_bwd_dhu(params(c, t64, ref)));
-  // GPU, on rows padded as the case asks.
+  const Status st = gdn_bwd_dhu(params(c, t64, ref));
+  EXPECT_TRUE(st.ok()) << st.message();
+  return ref;
+}
+
+// The GPU pass on t (rows padded as the case asks); its outputs, NaN-poisoned first, back in out.
+void run_dhu(const DhuGpuCase& c, const DhuTensors& t, DhuOutputs& out) {
   DhuTensors tp = t;
   if (c.row_pad)
     for (HostTensor* x : {&tp.q, &tp.k, &tp.w, &tp.dout, &tp.dv}) *x = padded_rows(*x, c.row_pad);
-  DhuOutputs out = make_outputs(c, c.dt);
+  out = make_outputs(c, c.dt);
   DeviceDhu dev(tp, out);
   GdnBwdDhuParams p = params(c, dev.in, dev.out);
   const DeviceScratch ws(gdn_bwd_dhu_workspace_size(p));
@@ -173,6 +177,13 @@ void check_dhu(const DhuGpuCase& c, uint32_t seed = 11) {
   dev.dh->copy_to(out.dh);
   dev.dv2->copy_to(out.dv2);
   if (dev.dh0) dev.dh0->copy_to(out.dh0);
+}
+
+void check_dhu(const DhuGpuCase& c, uint32_t seed = 11) {
+  const DhuTensors t = make_inputs(c, seed);
+  const DhuOutputs ref = reference_dhu(c, t);
+  DhuOutputs out;
+  ASSERT_NO_FATAL_FAILURE(run_dhu(c, t, out));
   for (auto [got, want, name] : {std::tuple{&out.dh, &ref.dh, "dh"}, std::tuple{&out.dv2, &ref.dv2, "dv2"},
                                  std::tuple{&out.dh0, &ref.dh0, "dh0"}}) {
     if (!got->view.defined()) continue;
@@ -266,6 +277,43 @@ TEST_F(GdnBwdDhuGpu, WideValueBlocks) {
   c.H = 8;
   c.HV = 32;
   check_dhu(c);
+}
+
+// A TMA box reads on past a sequence's end into the next sequence's rows (row_tma.cuh): NaN in
+// every input row of sequence 1 (q, k, w, do, dv, g) must stay there. Sequence 0's last chunk
+// (tokens 64..69) is the one whose boxes reach into it; sequence 2's are past the tensor's end.
+// Sequences 0 and 2 (dv2 rows, dh chunks, dh0) checked against the CPU op on the clean inputs.
+TEST_F(GdnBwdDhuGpu, NonFiniteRowsStayInTheirSequence) {
+  for (int64_t D : {64, 128}) {
+    SCOPED_TRACE("K = V = " + std::to_string(D));
+    DhuGpuCase c;
+    c.B = 1;
+    c.K = c.V = D;
+    c.seqlens = {70, 130, 60};  // chunks 0-1, 2-4, 5
+    c.T = 260;
+    const DhuTensors t = make_inputs(c, 23);
+    const DhuOutputs ref = reference_dhu(c, t);
+    DhuTensors bad = t;
+    for (HostTensor* x : {&bad.q, &bad.k, &bad.w, &bad.dout, &bad.dv, &bad.g}) {
+      const int64_t per_token = x->numel() / c.T;  // [1, T, ...]
+      for (int64_t i = 70 * per_token; i < 200 * per_token; ++i) x->set(i, std::nan(""));
+    }
+    DhuOutputs out;
+    ASSERT_NO_FATAL_FAILURE(run_dhu(c, bad, out));
+    const int64_t per_token = c.HV * c.V, per_state = c.HV * c.K * c.V;
+    for (auto [n, t0, t1, c0, c1] : {std::tuple{0, 0, 70, 0, 2}, std::tuple{2, 200, 260, 5, 6}}) {
+      SCOPED_TRACE("sequence " + std::to_string(n));
+      for (auto [got, want, first, last, each, name] :
+           {std::tuple{&out.dv2, &ref.dv2, t0, t1, per_token, "dv2"}, std::tuple{&out.dh, &ref.dh, c0, c1, per_state, "dh"},
+            std::tuple{&out.dh0, &ref.dh0, n, n + 1, per_state, "dh0"}}) {
+        const auto all = got->values(), want_all = want->values();
+        const std::vector<double> g(all.begin() + first * each, all.begin() + last * each);
+        const std::vector<double> w(want_all.begin() + first * each, want_all.begin() + last * each);
+        ASSERT_TRUE(all_finite(g)) << name << ": another sequence's NaN";
+        EXPECT_LT(rel_rms(g, w), 0.008) << name;
+      }
+    }
+  }
 }
 
 TEST_F(GdnBwdDhuGpu, RefusesWhatItDoesNotTake) {

@@ -186,16 +186,9 @@ struct ChunkOptions {
   DType h0_dtype = DType::kFloat32;
 };
 
-void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
-  GdnData d = make_gdn(c, 31);
-  if (opt.row_pad) {
-    d.q = padded_rows(d.q, opt.row_pad);
-    d.k = padded_rows(d.k, opt.row_pad);
-    d.v = padded_rows(d.v, opt.row_pad);
-  }
-  if (c.h0 && opt.h0_dtype != d.h0.view.dtype) d.h0 = d.h0.to(opt.h0_dtype);
-  std::vector<double> o_ref, ht_ref;
-  gdn_oracle(c, d, o_ref, ht_ref);
+// The chunked forward on the GPU: d's inputs to the device, its outputs (NaN-poisoned first) back
+// as o and ht (ht empty without a final state).
+void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::vector<double>& ht) {
   DeviceGdn g(d);
   g.out->poison();
   if (g.ht) g.ht->poison();
@@ -209,13 +202,28 @@ void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
   ASSERT_TRUE(st.ok()) << st.message();
   HostTensor out = d.out;
   g.out->copy_to(out);
-  const auto o = out.values();
+  o = out.values();
+  ht.clear();
+  if (!g.ht) return;
+  HostTensor h = d.ht;
+  g.ht->copy_to(h);
+  ht = h.values();
+}
+
+void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
+  GdnData d = make_gdn(c, 31);
+  if (opt.row_pad) {
+    d.q = padded_rows(d.q, opt.row_pad);
+    d.k = padded_rows(d.k, opt.row_pad);
+    d.v = padded_rows(d.v, opt.row_pad);
+  }
+  if (c.h0 && opt.h0_dtype != d.h0.view.dtype) d.h0 = d.h0.to(opt.h0_dtype);
+  std::vector<double> o_ref, ht_ref, o, h;
+  gdn_oracle(c, d, o_ref, ht_ref);
+  ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h));
   ASSERT_TRUE(all_finite(o)) << "unwritten or non-finite outputs";
   EXPECT_LT(rel_rms(o, o_ref), 0.005);
-  if (!g.ht) return;
-  HostTensor ht = d.ht;
-  g.ht->copy_to(ht);
-  const auto h = ht.values();
+  if (!c.final_state) return;
   ASSERT_TRUE(all_finite(h)) << "unwritten or non-finite final state";
   EXPECT_LT(rel_rms(h, ht_ref), 0.005);
 }
@@ -273,6 +281,51 @@ TEST_F(GdnChunkGpu, ThousandsOfShortSequences) {
   c.T = 0;
   for (int64_t l : c.seqlens) c.T += l;
   check_chunk(c);
+}
+
+// Elements [first * n, last * n) of x: the slice of a tensor whose leading (flattened) index runs
+// over tokens, chunks or sequences with n elements each.
+std::vector<double> slice(const std::vector<double>& x, int64_t first, int64_t last, int64_t n) {
+  return {x.begin() + first * n, x.begin() + last * n};
+}
+
+// Tokens [t0, t1) of every per-token input of a packed batch (q, k, v, beta, g) set to NaN.
+void poison_tokens(GdnData& d, int64_t t0, int64_t t1) {
+  for (HostTensor* x : {&d.q, &d.k, &d.v, &d.beta, &d.g}) {
+    if (!x->view.defined()) continue;
+    const int64_t per_token = x->numel() / x->view.sizes[1];  // [1, T, ...]
+    for (int64_t i = t0 * per_token; i < t1 * per_token; ++i) x->set(i, std::nan(""));
+  }
+}
+
+// A TMA box reads on past a sequence's end into the next sequence's rows (row_tma.cuh), in the
+// recurrence and in the WY kernel's w, u that it reads: NaN in every input row of sequence 1 must
+// stay there. Sequence 0's last chunk (tokens 64..69) is the one whose boxes reach into it;
+// sequence 2's are past the tensor's end. Sequences 0 and 2 checked against the float64 recurrence
+// on the clean inputs.
+TEST_F(GdnChunkGpu, NonFiniteRowsStayInTheirSequence) {
+  for (int64_t D : {64, 128}) {
+    SCOPED_TRACE("D=" + std::to_string(D));
+    GdnCase c = chunk_case(DType::kBFloat16, D, 0);
+    c.B = 1;
+    c.seqlens = {70, 130, 60};
+    c.T = 260;
+    c.HV = 4;
+    GdnData d = make_gdn(c, 41);
+    std::vector<double> o_ref, ht_ref, o, h;
+    gdn_oracle(c, d, o_ref, ht_ref);
+    poison_tokens(d, 70, 200);
+    ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h));
+    const int64_t per_token = c.HV * c.V, per_state = c.HV * c.K * c.V;
+    for (auto [n, t0, t1] : {std::tuple{0, 0, 70}, std::tuple{2, 200, 260}}) {
+      SCOPED_TRACE("sequence " + std::to_string(n));
+      const auto os = slice(o, t0, t1, per_token), hs = slice(h, n, n + 1, per_state);
+      ASSERT_TRUE(all_finite(os)) << "another sequence's NaN in the outputs";
+      ASSERT_TRUE(all_finite(hs)) << "another sequence's NaN in the final state";
+      EXPECT_LT(rel_rms(os, slice(o_ref, t0, t1, per_token)), 0.005);
+      EXPECT_LT(rel_rms(hs, slice(ht_ref, n, n + 1, per_state)), 0.005);
+    }
+  }
 }
 
 // A case's device tensors and forward params (no final state, no workspace), for the tests that

@@ -8,10 +8,11 @@
 //
 // Rows come by TMA (one thread, five boxes on the stage's transaction barrier) when every row
 // start is 16-byte aligned, else by cp.async (zero-filled past the sequence end); each stage is
-// refilled as soon as its previous step's outputs are read out of it (three steps ahead). Either way rows
-// past the end may hold other tokens (TMA reads on into the next sequence of a packed batch):
-// do's are zeroed by fq = 0 and the state zeroes dv2's, so they never reach dH. The gates come by
-// cp.async, two chunks ahead like the rows.
+// refilled as soon as its previous step's outputs are read out of it (three steps ahead). A TMA
+// box reads on past a sequence's end into the next sequence's rows: those rows are zeroed where
+// they land, so the state warpgroup gets zeros past the end either way (fq = 0 there too, which
+// alone would not keep a NaN out: 0 * NaN = NaN). The gates come by cp.async, two chunks ahead
+// like the rows.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -79,6 +80,18 @@ struct DhuLoadWarpgroup {
       if (tid < kC) copy4_async(&sm.decay[s][tid], g + int64_t(min(tid, valid - 1)) * a.g_st);
       if (tid == kC) copy4_async(&sm.gate_last[s], last);
     }
+  }
+
+  // Rows of step i's stage at or past the sequence end to zero (this thread's pieces).
+  CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int i) {
+    auto& st = smem().stage[i % T::kStages];
+    auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
+    const int valid = it.valid_rows(chunk_of(i));
+    dk.zero_from(at(st.q.data()), valid);
+    dk.zero_from(at(st.k.data()), valid);
+    dk.zero_from(at(st.w.data()), valid);
+    bv.zero_from(at(st.dout.data()), valid);
+    bv.zero_from(at(st.dv.data()), valid);
   }
 
   // Step i's row factors and decays, then do <- diag(fq) do (this thread's pieces).
@@ -183,6 +196,9 @@ struct DhuLoadWarpgroup {
       else cp_async_wait<1>();         // step i's (step i + 1 may be in flight)
       if (a.vec16) sm.rows_landed[s].wait((i / T::kStages) % 2);
       sync();  // everyone's copies (the gates of every row)
+      // A sequence's last chunk (step 0): rows past its end to zero. fold_gates then reads only this
+      // thread's own pieces of do, and the state warpgroup waits for kFull.
+      if (a.vec16 && it.valid_rows(chunk_of(i)) < kC) zero_rows_past_end(dk, bv, i);
       fold_gates(bv, i);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
       ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);

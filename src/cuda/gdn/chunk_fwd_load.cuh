@@ -6,10 +6,12 @@
 //
 // Chunk j's copies are issued two chunks ahead, so they land while chunks j-1 and j-2 compute: by
 // TMA (one thread, row_tma.cuh) when every row start is 16-byte aligned, else by cp.async
-// (zero-filled past the sequence end). Rows past the end may hold another sequence's rows (TMA
-// reads on): D's factor is 0 there, so they never reach the state, and they reach only output rows
-// that are not written. Gamma comes by cp.async; rows past the end read gamma_last (the last valid
-// row's), so the state warpgroup can take gamma[C - 1] as the chunk's total decay.
+// (zero-filled past the sequence end). A TMA box reads on past a sequence's end into the next
+// sequence's rows: those rows are zeroed where they land, before the state warpgroup sees the
+// stage, so the state warpgroup always gets zeros there (a NaN in one sequence never reaches
+// another's results, as it would through a mere factor of 0). Gamma comes by cp.async; rows past
+// the end read gamma_last (the last valid row's), so the state warpgroup can take gamma[C - 1] as
+// the chunk's total decay.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -66,6 +68,17 @@ struct LoadWarpgroup {
     }
   }
 
+  // Rows of chunk j's stage at or past the sequence end to zero (this thread's pieces).
+  CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int j) {
+    auto& st = chunk_smem<typename T::SharedStorage>().stage[j % T::kStages];
+    auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
+    const int valid = it.valid_rows(j);
+    if constexpr (writes_output(kMode)) dk.zero_from(at(st.q.data()), valid);
+    dk.zero_from(at(st.k.data()), valid);
+    dk.zero_from(at(st.w.data()), valid);
+    bv.zero_from(at(st.u.data()), valid);
+  }
+
   // Once the state warpgroup is done with chunk j: its output rows, from u's buffer, to o.
   CUTE_DEVICE void store_output(int j) {
     const int s = j % T::kStages;
@@ -94,7 +107,7 @@ struct LoadWarpgroup {
     if (q_row) {
       sm.gate[s][0][r] = a.scale * norm * ex2(gamma);
       sm.gate[s][2][r] = a.scale * norm;
-    } else {  // D's factor 0 past the sequence end: those rows (another sequence's, by TMA) never reach H
+    } else {  // D's factor 0 past the sequence end (the rows there are zeros)
       sm.gate[s][1][r] = r < it.valid_rows(j) ? norm * ex2(sm.gamma[s][kC - 1] - gamma) : 0.f;
       sm.gate[s][3][r] = norm;
     }
@@ -125,6 +138,10 @@ struct LoadWarpgroup {
       cp_async_wait<1>();  // this thread's copies of chunk j landed (j + 1 may be in flight)
       if (a.vec16) sm.rows_landed[s].wait((j / T::kStages) % 2);
       sync();              // everyone's: a thread reads rows and gates that others copied
+      if (a.vec16 && it.valid_rows(j) < kC) {  // a sequence's last chunk: the boxes read on past its end
+        zero_rows_past_end(dk, bv, j);
+        sync();  // gate_factors reads whole rows
+      }
       gate_factors(j);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
       ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);

@@ -62,6 +62,16 @@ struct ChunkPieces {
       copy16(tile + offset[i], ok ? src : chunk, ok, vec16);
     }
   }
+
+  // This thread's pieces of rows at or past `valid` in the tile at shared address `tile` set to
+  // zero: what copy() gives those rows, for tiles that came by TMA, whose boxes read on past a
+  // sequence's end into the next one's rows (row_tma.cuh). Multiplying them by zero later would
+  // not do: 0 * NaN = NaN.
+  CUTE_DEVICE void zero_from(uint32_t tile, int valid) const {
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i)
+      if (r + i * kStep >= valid) st_shared(tile + offset[i], make_uint4(0, 0, 0, 0));
+  }
 };
 
 // The swizzled tile src [64, kCols] -> rows t0 .. t0 + valid - 1 of one head of x (columns from

@@ -6,7 +6,7 @@
 // The tensor is seen as (t, d, head, batch), d contiguous; a packed (varlen) batch is one
 // sequence of all its tokens, each CTA offsetting to its own (WorkItem::t0). A box never stops at
 // a sequence's end: rows past it read on into the next sequence (zeros past the tensor's end),
-// and the kernels keep those rows out of every result. Needs 16-byte aligned row starts (the
+// and the loaders zero them once landed (ChunkPieces::zero_from, chunk_fwd_rows.cuh). Needs 16-byte aligned row starts (the
 // dispatchers' vec16); otherwise the loaders copy by cp.async.
 #pragma once
 #include <cute/tensor.hpp>
