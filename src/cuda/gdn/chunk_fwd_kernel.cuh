@@ -2,7 +2,9 @@
 // and their launch for one (element type, key head dim).
 //
 // 1. WY kernel, grid (chunk slots, value heads), one warpgroup per CTA (chunk_fwd_wy.cuh): the
-//    state-independent part of every chunk at once, into the workspace (w, u, gamma).
+//    state-independent part of every chunk at once, into the workspace (w, u, gamma). Two
+//    instantiations: K and V rows by TMA (16-byte aligned rows) or by cp.async, each path alone
+//    in its kernel (at 128 registers a thread, both in one spill).
 // 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns), in one of three
 //    modes (Recurrence: output; output and the backward's start states and v_new; only those,
 //    for the backward's rerun): the state's columns evolve independently given w and K, so value
@@ -22,12 +24,13 @@
 
 namespace attnkit::cuda::gdn {
 
-template <class T>
-__global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_kernel(CUTE_GRID_CONSTANT const ChunkFwdArgs a) {
+template <class T, bool kTma>
+__global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_kernel(CUTE_GRID_CONSTANT const WyParams<T> p) {
+  const ChunkFwdArgs& a = p.a;
   const ChunkSlot slot(a, blockIdx.x);
   if (!slot.live) return;
   const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);
-  WyChunk<T>{a, it, slot.j, static_cast<int>(threadIdx.x)}.run();
+  WyChunk<T, kTma>{p, a, it, slot.j, static_cast<int>(threadIdx.x)}.run();
 }
 
 template <class T, Recurrence kMode>
@@ -59,6 +62,34 @@ ChunkFwdParams<T> recurrence_params(const ChunkFwdArgs& a) {
   return p;
 }
 
+// The WY kernel's TMA descriptors: K and V rows in (when a.vec16), w and u rows out (V = DK).
+template <class T>
+WyParams<T> wy_params(const ChunkFwdArgs& a) {
+  using Element = typename T::Element;
+  using Layout = typename T::LayoutRowsDK;
+  WyParams<T> p;
+  p.a = a;
+  const int batch = a.cu_seqlens ? 1 : a.num_seqs;
+  p.shape_k = rows_shape(a.tokens, T::kDK, a.H, batch);
+  p.shape_v = p.shape_w = p.shape_u = rows_shape(a.tokens, T::kDK, a.HV, batch);
+  if (a.vec16) {
+    p.tma_k = make_rows_tma<Element, Layout>(a.k, p.shape_k);
+    p.tma_v = make_rows_tma<Element, Layout>(a.v, p.shape_v);
+  }
+  p.tma_w = make_rows_tma_store<Element, Layout>(a.w, p.shape_w);
+  p.tma_u = make_rows_tma_store<Element, Layout>(a.u, p.shape_u);
+  return p;
+}
+
+template <class T, bool kTma>
+cudaError_t launch_wy(const ChunkFwdArgs& a, cudaStream_t stream) {
+  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_wy_kernel<T, kTma>>(T::kWySmemBytes);
+  if (ok != cudaSuccess) return ok;
+  const dim3 grid(static_cast<unsigned>(a.wy_slots), static_cast<unsigned>(a.HV));
+  gdn_chunk_wy_kernel<T, kTma><<<grid, T::kWyThreads, T::kWySmemBytes, stream>>>(wy_params<T>(a));
+  return cudaGetLastError();
+}
+
 template <class T, Recurrence kMode>
 cudaError_t launch_recurrence(const ChunkFwdArgs& a, int64_t items, cudaStream_t stream) {
   const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_fwd_kernel<T, kMode>>(T::kSmemBytes);
@@ -74,11 +105,8 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
   if (items == 0) return cudaSuccess;
   if (items > INT32_MAX || a.wy_slots > INT32_MAX || a.HV > 65535) return cudaErrorInvalidValue;
   if (a.wy_slots > 0) {
-    cudaError_t ok = ensure_dynamic_smem<gdn_chunk_wy_kernel<T>>(T::kWySmemBytes);
+    const cudaError_t ok = a.vec16 ? launch_wy<T, true>(a, stream) : launch_wy<T, false>(a, stream);
     if (ok != cudaSuccess) return ok;
-    const dim3 grid(static_cast<unsigned>(a.wy_slots), static_cast<unsigned>(a.HV));
-    gdn_chunk_wy_kernel<T><<<grid, T::kWyThreads, T::kWySmemBytes, stream>>>(a);
-    if ((ok = cudaGetLastError()) != cudaSuccess) return ok;
   }
   if (!a.o.ptr) return launch_recurrence<T, Recurrence::kStates>(a, items, stream);
   if (a.states) return launch_recurrence<T, Recurrence::kOutputAndStates>(a, items, stream);

@@ -3,10 +3,10 @@
 //
 // Two kernels (spec/gdn.md, chunked forward; C = 64 tokens a chunk):
 // The WY kernel, one CTA per (chunk, value head), all chunks at once (chunk_fwd_wy.cuh):
-//   S_kk = K K^T                                    [C, C]     SS
-//   T0 = (I + strict(diag(beta) S_kk))^-1           [C, C]     fp32, chunk_fwd_solve.cuh
-//   w = (T0 diag(beta) * exp(gamma_r)) K            [C, DK]    RS (K read MN-major)
-//   u = (T0 diag(beta) * Gamma) V                   [C, DK]    RS (V = DK)
+//   S_kk = K K^T                                    [C, C]     SS (K as loaded; n: its rows' inverse norms, or 1)
+//   T0 = (I + strict(diag(beta n) S_kk diag(n)))^-1 [C, C]     fp32 + TF32 mma.sync, chunk_fwd_solve.cuh
+//   u = (T0 diag(beta) * Gamma) V                   [C, DK]    RS (V = DK), into V's buffer
+//   w = (T0 diag(beta n) * exp(gamma_r)) K          [C, DK]    RS (K read MN-major), into K's buffer
 // The recurrence kernel, one CTA per (sequence, value head, 64 value columns): warpgroup 0 loads
 // chunk j+2 (chunk_fwd_load.cuh), warpgroup 1 carries the fp32 state, transposed, H^T [BV, DK]
 // through chunk j (chunk_fwd_state.cuh):
@@ -23,6 +23,7 @@
 #include <cutlass/gemm/collective/builders/sm90_common.inl>
 #include <cutlass/numeric_conversion.h>
 
+#include "src/cuda/gdn/chunk_fwd_solve.cuh"
 #include "src/cuda/gdn/row_tma.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -97,15 +98,17 @@ struct ChunkFwdTraits {
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
   struct WyStorage {
     cute::array_aligned<Element, kC * kDK, 1024> k, v;
-    cute::array_aligned<float, kC * kC, 1024> t;  // then w [C, DK], 16-bit, on its way out
-    cute::array_aligned<float, 4 * 16 * 16, 128> scratch;  // the inversion's 16 x 16 blocks
+    cute::array_aligned<float, kC * kLdT, 1024> t;  // L, then T0: [C, kLdT] (chunk_fwd_solve.cuh)
+    cute::array_aligned<float, kSolveScratchFloats, 128> scratch;  // the inversion's 16 x 16 blocks
     float gamma[kC], beta[kC];
+    alignas(8) float knorm[kC];  // K's rows' inverse norms (1 without the in-op l2norm)
+    cutlass::arch::ClusterTransactionBarrier rows_landed;  // K's and V's TMA bytes (a.vec16)
+    int seq, chunk;  // the CTA's (n, j), read back for the stores instead of kept in registers
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static constexpr int kWySmemBytes = sizeof(WyStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
   static_assert(kWyCtasPerSm * (kWySmemBytes + 1024) <= 228 * 1024, "WY CTAs per SM");
-  static_assert(kC * kC * 4 >= kC * kDK * 2, "w fits in T0's buffer");
   static_assert(kC == 64, "WorkItem (chunk_fwd_args.cuh) counts chunks of 64 tokens");
 };
 
@@ -117,6 +120,16 @@ struct ChunkFwdParams {
   RowsShape shape_qk, shape_w, shape_u;  // (t, d, head, batch) of q / k, w, u
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_u;
+};
+
+// The WY kernel's parameters: the arguments, TMA loads of K and V rows (built when a.vec16; by
+// cp.async otherwise) and TMA stores of w and u rows (the workspace's, always 16-byte aligned).
+template <class T>
+struct WyParams {
+  ChunkFwdArgs a;
+  RowsShape shape_k, shape_v, shape_w, shape_u;  // (t, d, head, batch)
+  typename T::TmaRowsDK tma_k, tma_v;
+  RowsTmaStore<typename T::Element, typename T::LayoutRowsDK> tma_w, tma_u;
 };
 
 // The kernels' dynamic shared memory (T::SharedStorage or T::WyStorage). Every access goes

@@ -4,8 +4,13 @@
 // workspace for the recurrence kernel.
 //
 // Every chunk is independent here, so the whole grid runs at once (several CTAs per SM hide each
-// other's latency); the recurrence kernel that follows only streams the results. Rows past the
-// sequence end get g = beta = 0: their rows of L, w, u are exact zeros and are not written.
+// other's latency); the recurrence kernel that follows only streams the results. K and V rows come
+// by TMA when 16-byte aligned (rows past a sequence's end, read from the next sequence, zeroed once
+// landed), else by cp.async (zero-filled); w and u go out by TMA stores from their shared tiles,
+// row by row for a tail chunk. Rows past the sequence end get g = beta = 0: their rows of L, w, u
+// are exact zeros and are not written. With the in-op l2norm, K's rows are not rewritten: their
+// inverse norms scale L and Tw in fp32. The outputs go into the shared columns of V and K that
+// their GEMMs have just read (run()), so the kernel needs ~56 KB and 128 registers: 4 CTAs an SM.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -23,10 +28,11 @@ using attn::acc_as_operand_a_layout;
 using attn::convert_into;
 using attn::gemm_zero;
 
-template <class T>
+template <class T, bool kTma>  // kTma: K and V rows by TMA (a.vec16), else by cp.async
 struct WyChunk {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK;
+  const WyParams<T>& p;
   const ChunkFwdArgs& a;
   const WorkItem& it;  // the sequence and value head (vb = 0)
   int j;               // the chunk
@@ -50,13 +56,14 @@ struct WyChunk {
     }
   }
   // Warp 0: finish the gates (fused gate, sigmoid), write their in-chunk inclusive cumsum (log2)
-  // to shared memory and, for the live rows, to the workspace.
-  CUTE_DEVICE void scan_gates(float (&g)[2], float (&beta)[2], float* gamma, float* beta_out) const {
-    const int lane = tid % 32, valid = it.valid_rows(j);
+  // to shared memory and, for the live rows, to the workspace. `w`, `jj`: the work item and chunk
+  // again (again()).
+  CUTE_DEVICE void scan_gates(float (&g)[2], float (&beta)[2], float* gamma, float* beta_out, const WorkItem& w, int jj) const {
+    const int lane = tid % 32, valid = w.valid_rows(jj);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const bool live = 2 * lane + e < valid;  // rows past the end stay exactly 0
-      if (a.A_log && live) g[e] = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g[e] + a.dt_bias[it.hv * a.dt_stride]);
+      if (a.A_log && live) g[e] = -__expf(a.A_log[w.hv * a.a_stride]) * softplus(g[e] + a.dt_bias[w.hv * a.dt_stride]);
       if (a.beta_logit && live) beta[e] = sigmoid(beta[e]);
     }
     const float pair = g[0] + g[1];
@@ -74,7 +81,7 @@ struct WyChunk {
       const int r = 2 * lane + e;
       gamma[r] = cum[e];
       beta_out[r] = beta[e];
-      if (r < valid) out[it.row(a.gamma, t0() + r, it.hv)] = cum[e];
+      if (r < valid) out[w.row(a.gamma, int64_t(jj) * kC + r, w.hv)] = cum[e];
     }
   }
 
@@ -82,17 +89,90 @@ struct WyChunk {
   // L_Gamma = D L D^-1 with D = diag(exp(gamma)) gives T_rc = T0_rc exp(gamma_r - gamma_c) (r >= c:
   // the exponent is <= 0). Live rows to a.tmat in 16-bit, 8 columns a store. Reads T0 and gamma
   // only, so the operands below are built from T0 without a barrier between.
-  CUTE_DEVICE void store_t(const float* sT, const float* gamma, int valid) const {
+  CUTE_DEVICE void store_t(const float* sT, const float* gamma, const WorkItem& w, int jj) const {
+    const int valid = w.valid_rows(jj);
     CUTE_UNROLL
     for (int i = 0; i < kC * kC / 8 / 128; ++i) {
       const int piece = tid + 128 * i, r = piece / (kC / 8), c = (piece % (kC / 8)) * 8;
       if (r >= valid) continue;
       float x[8];
       CUTE_UNROLL
-      for (int e = 0; e < 8; ++e) x[e] = c + e <= r ? sT[r * kC + c + e] * ex2(gamma[r] - gamma[c + e]) : 0.f;
+      for (int e = 0; e < 8; ++e) x[e] = c + e <= r ? sT[r * kLdT + c + e] * ex2(gamma[r] - gamma[c + e]) : 0.f;
       const uint4 v{pack2<Element>(x[0], x[1]), pack2<Element>(x[2], x[3]), pack2<Element>(x[4], x[5]), pack2<Element>(x[6], x[7])};
-      st_global_v4(static_cast<Element*>(a.tmat.ptr) + it.row(a.tmat, t0() + r, it.hv) + c, v);
+      st_global_v4(static_cast<Element*>(a.tmat.ptr) + w.row(a.tmat, int64_t(jj) * kC + r, w.hv) + c, v);
     }
+  }
+
+  // The chunk's K and V rows into shared memory, in two steps so that the gates' loads go out
+  // between: issue_rows, then wait_rows (landed and visible to every thread on return).
+  using Pieces = ChunkPieces<kDK, typename T::LayoutRowsDK>;
+  static CUTE_DEVICE uint32_t at(const Element* x) { return cute::cast_smem_ptr_to_uint(x); }
+  CUTE_DEVICE void issue_rows(int valid) const {
+    auto& sm = chunk_smem<typename T::WyStorage>();
+    if constexpr (kTma) {
+      if (tid == 0) {
+        sm.rows_landed.init(1);
+        cutlass::arch::fence_barrier_init();
+        sm.rows_landed.arrive_and_expect_tx(2 * kC * kDK * sizeof(Element));
+        uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed);
+        issue_rows_box(p.tma_k, rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_k, it, it.h, 0, sm.k.data()), j, 0, bar);
+        issue_rows_box(p.tma_v, rows_boxes<typename T::LayoutRowsDK>(p.tma_v, p.shape_v, it, it.hv, 0, sm.v.data()), j, 0, bar);
+      }
+    } else {
+      const Pieces pieces(tid, sm.k.data());
+      pieces.copy(at(sm.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, false);
+      pieces.copy(at(sm.v.data()), static_cast<const Element*>(a.v.ptr), a.v, it, it.hv, j, valid, false);
+      cp_async_commit();
+    }
+  }
+  CUTE_DEVICE void wait_rows(int valid) const {
+    auto& sm = chunk_smem<typename T::WyStorage>();
+    if constexpr (kTma) {
+      sync();  // the barrier's initialisation, before anyone waits on it
+      sm.rows_landed.wait(0);
+      if (valid < kC) {  // the boxes read on into the next sequence's rows
+        const Pieces pieces(tid, sm.k.data());
+        pieces.zero_from(at(sm.k.data()), valid);
+        pieces.zero_from(at(sm.v.data()), valid);
+      }
+    } else {
+      cp_async_wait<0>();
+    }
+  }
+
+  // f(work item, chunk) for the stores at the end. The TMA instantiation reads (n, j) back from
+  // shared memory (run() leaves them there) rather than keeping them in registers since the loads,
+  // which would crowd the GEMMs' (and spill); the other keeps `it` and an opaque copy of j.
+  template <class F>
+  CUTE_DEVICE void with_item_again(F&& f) const {
+    if constexpr (kTma) {
+      auto& sm = chunk_smem<typename T::WyStorage>();
+      f(WorkItem(a, sm.seq, it.hv, 0), sm.chunk);
+    } else {
+      int jj = j;
+      asm volatile("" : "+r"(jj));
+      f(it, jj);
+    }
+  }
+
+  // w's or u's tile (its rows are the chunk's) to the workspace, after every thread's writes to it:
+  // a whole chunk by one TMA store (thread 0; tma_store_wait before the CTA exits), a tail chunk
+  // row by row (a box would write into the next sequence's rows). The cp.async instantiation
+  // stores row by row (fewer registers live).
+  template <class Tile>
+  CUTE_DEVICE void store_rows(const Tile& sX, const RowTensor& x, const RowsTmaStore<Element, typename T::LayoutRowsDK>& tma,
+                              const RowsShape& shape) const {
+    with_item_again([&](const WorkItem& w, int jj) {
+      const int valid = w.valid_rows(jj);
+      if (kTma && valid == kC) {
+        if (tid == 0) {
+          issue_rows_store(tma, rows_boxes<typename T::LayoutRowsDK>(tma, shape, w, w.hv, 0, raw_pointer_cast(sX.data())), jj);
+          tma_store_arrive();
+        }
+      } else {
+        store_chunk_rows<kDK>(sX, static_cast<Element*>(x.ptr), x, w, int64_t(jj) * kC, w.hv, valid, true);
+      }
+    });
   }
 
   CUTE_DEVICE void run() {
@@ -102,21 +182,14 @@ struct WyChunk {
     Tensor sV = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{});    // [C, V]
     Tensor sVt = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDKt{});  // [V, C]
     const int valid = it.valid_rows(j);
-    const ChunkPieces<kDK, typename T::LayoutRowsDK> pieces(tid, sm.k.data());
-    pieces.copy(cute::cast_smem_ptr_to_uint(sm.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
-    pieces.copy(cute::cast_smem_ptr_to_uint(sm.v.data()), static_cast<const Element*>(a.v.ptr), a.v, it, it.hv, j, valid, a.vec16);
-    cp_async_commit();
+    if (kTma && tid == 0) sm.seq = it.n, sm.chunk = j;
+    issue_rows(valid);
     const int warp = tid / 32;
     float g2[2], b2[2];
     if (warp == 0) load_gates(g2, b2);  // their latency overlaps the copies'
-    cp_async_wait<0>();
+    wait_rows(valid);
     cutlass::arch::fence_view_async_shared();
     sync();
-    if (a.l2norm) {
-      l2norm_row<kDK, 2>(sK, tid / 2, tid % 2);
-      cutlass::arch::fence_view_async_shared();
-      sync();
-    }
 
     typename T::MmaS mma_s;
     typename T::MmaW mma_w;  // w = Tw K and u = Tu V: both [C, C] x [C, DK], in column halves
@@ -129,88 +202,93 @@ struct WyChunk {
       Tensor tB_K = thr_s.partition_fragment_B(sK);
       gemm_zero<false>(mma_s, tA_K, tB_K, tKK);
     }
-    if (warp == 0) scan_gates(g2, b2, sm.gamma, sm.beta);
+    // K's rows stay as loaded: with the in-op l2norm their inverse norms n (2 threads a row; the
+    // recurrence's l2_inverse_norm, so the same factors bit for bit) go into L (n_r n_c) and Tw
+    // (n_c) in fp32, while the GEMM above runs.
+    {
+      const float n = a.l2norm ? l2_inverse_norm<kDK, 2>(sK, tid / 2, tid % 2) : 1.f;
+      if (tid % 2 == 0) sm.knorm[tid / 2] = n;
+    }
+    if (warp == 0) scan_gates(g2, b2, sm.gamma, sm.beta, it, j);
     warpgroup_wait<0>();
-    sync();  // gamma, beta visible
+    sync();  // gamma, beta, knorm visible
 
     // This thread's accumulator rows are r0 and r0 + 8 (h = 0, 1); its columns vary.
     const int r0 = get<0>(cS(0));
     auto half = [&](int i) { return (get<0>(cS(i)) - r0) / 8; };
-    const float beta_r[2] = {sm.beta[r0], sm.beta[r0 + 8]};
+    const float beta_n_r[2] = {sm.beta[r0] * sm.knorm[r0], sm.beta[r0 + 8] * sm.knorm[r0 + 8]};
     const float gamma_r[2] = {sm.gamma[r0], sm.gamma[r0 + 8]};
     const float exp_gamma_r[2] = {ex2(gamma_r[0]), ex2(gamma_r[1])};
 
-    // L = strict_lower(diag(beta) K K^T) as fp32 [C][C], then T0 in place.
+    // L = strict_lower(diag(beta n) K K^T diag(n)) as fp32 [C][C], then T0 in place.
     float* sT = sm.t.data();
     CUTE_UNROLL
     for (int i = 0; i < size(tKK); i += 2) {
       const int r = get<0>(cS(i)), c = get<1>(cS(i));
-      const float b = beta_r[half(i)];
-      *reinterpret_cast<float2*>(&sT[r * kC + c]) = make_float2(c < r ? b * tKK(i) : 0.f, c + 1 < r ? b * tKK(i + 1) : 0.f);
+      const float b = beta_n_r[half(i)];
+      const float2 nc = *reinterpret_cast<const float2*>(&sm.knorm[c]);
+      *reinterpret_cast<float2*>(&sT[r * kLdT + c]) =
+          make_float2(c < r ? b * tKK(i) * nc.x : 0.f, c + 1 < r ? b * tKK(i + 1) * nc.y : 0.f);
     }
     sync();
     invert_unit_lower_64(sT, sm.scratch.data(), [] { sync(); });
-    if (a.tmat.ptr) store_t(sT, sm.gamma, valid);
+    if (a.tmat.ptr) store_t(sT, sm.gamma, it, j);
 
-    // A operands: Tw_rc = T0_rc beta_c exp(gamma_r), Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c)
-    // (only r >= c: above the diagonal T0 is 0 and the exponent could overflow). One after the
-    // other through tKK's registers: fewer live at once.
-    Tensor rTw = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
-    Tensor rTu = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
-    auto build_operand = [&](auto& dst, bool u) {
+    // A operands, one at a time: Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c) (only r >= c: above
+    // the diagonal T0 is 0 and the exponent could overflow), then Tw_rc = T0_rc beta_c n_c exp(gamma_r)
+    // (w = Tw K of the rows as loaded).
+    // Register p of an operand holds what register p of the accumulator layout (tKK's) would: the
+    // pair (i, i + 1) is one 32-bit register.
+    auto build_operand = [&](auto& rA, bool u) {
+      auto* pairs = reinterpret_cast<uint32_t*>(raw_pointer_cast(rA.data()));
       CUTE_UNROLL
       for (int i = 0; i < size(tKK); i += 2) {
-        const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = half(i);
-        const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kC + c]);
+        const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = half(i), p = tKK.layout()(i) / 2;
+        const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kLdT + c]);
         const float2 bc = *reinterpret_cast<const float2*>(&sm.beta[c]);
         if (u) {
           const float2 gc = *reinterpret_cast<const float2*>(&sm.gamma[c]);
-          tKK(i) = c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f;
-          tKK(i + 1) = c + 1 <= r ? t0.y * bc.y * ex2(gamma_r[h] - gc.y) : 0.f;
+          pairs[p] = pack2<Element>(c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f,
+                                    c + 1 <= r ? t0.y * bc.y * ex2(gamma_r[h] - gc.y) : 0.f);
         } else {
-          tKK(i) = t0.x * bc.x * exp_gamma_r[h];
-          tKK(i + 1) = t0.y * bc.y * exp_gamma_r[h];
+          const float2 nc = *reinterpret_cast<const float2*>(&sm.knorm[c]);
+          pairs[p] = pack2<Element>(t0.x * bc.x * nc.x * exp_gamma_r[h], t0.y * bc.y * nc.y * exp_gamma_r[h]);
         }
       }
-      convert_into(make_tensor(tKK.data(), dst.layout()), dst);
     };
-    build_operand(rTw, false);
-    build_operand(rTu, true);
 
-    // One [C, DK / 2] accumulator at a time (4 CTAs an SM: 128 registers a thread). w goes out
-    // through T0's buffer (free once every thread has built its operands), u through K's (free
-    // once every W GEMM is done), each tile written to the workspace in 16-byte row pieces while
-    // the next GEMM runs.
+    // u = Tu V, then w = Tw K, each in two [C, DK / 2] column halves through one accumulator (4
+    // CTAs an SM: 128 registers a thread). Half h of the output reads only half h of B (V's, K's
+    // columns), so it goes into those very columns once every warp's GEMM is done with them: the
+    // outputs need no buffers of their own, T0 stays intact for the second operand, and only one
+    // A operand is live at a time. Each output tile then goes to the workspace (store_rows).
     using HalfCols = Shape<Int<kDK / 2>, Int<kC>>;
     Tensor tX = partition_fragment_C(mma_w, Shape<Int<kC>, Int<kDK / 2>>{});  // fp32 [C, DK / 2]
-    Tensor sW = make_tensor(make_smem_ptr(reinterpret_cast<Element*>(sm.t.data())), typename T::LayoutRowsDK{});  // [C, DK]
     auto identity = [](int, float x) { return x; };
-    auto gemm_half = [&](auto& rA, const auto& sBt, int h) {  // tX = A . B^T[h-th half of the rows]
-      gemm_zero<true>(mma_w, rA, thr_w.partition_fragment_B(local_tile(sBt, HalfCols{}, make_coord(h, 0))), tX);
+    auto product_in_place = [&](auto& rA, const auto& sBt, const auto& sB) {  // sB = rA . sB, sBt its [DK, C] view
+      CUTE_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        gemm_zero<true>(mma_w, rA, thr_w.partition_fragment_B(local_tile(sBt, HalfCols{}, make_coord(h, 0))), tX);
+        warpgroup_wait<0>();
+        sync();  // every warp's reads of B's half h are done
+        store_pairs<Element>(tX, thr_w.partition_C(local_tile(sB, Shape<Int<kC>, Int<kDK / 2>>{}, make_coord(0, h))), identity);
+      }
+      cutlass::arch::fence_view_async_shared();  // this thread's writes, before a TMA store reads them
+      sync();  // the output tile complete
     };
-    auto store_half = [&](const auto& sDst, int h) {
-      store_pairs<Element>(tX, thr_w.partition_C(local_tile(sDst, Shape<Int<kC>, Int<kDK / 2>>{}, make_coord(0, h))), identity);
-    };
-    gemm_half(rTw, sKt, 0);
-    sync();  // every read of T0 is done
-    warpgroup_wait<0>();
-    store_half(sW, 0);
-    gemm_half(rTw, sKt, 1);
-    warpgroup_wait<0>();
-    store_half(sW, 1);
-    gemm_half(rTu, sVt, 0);
-    sync();  // w complete in shared memory; every W GEMM done with K
-    int jj = j;
-    asm volatile("" : "+r"(jj));  // the row count again, not kept live (or spilled) since the loads
-    const int valid_out = it.valid_rows(jj);
-    store_chunk_rows<kDK>(sW, static_cast<Element*>(a.w.ptr), a.w, it, t0(), it.hv, valid_out, true);
-    warpgroup_wait<0>();
-    store_half(sK, 0);
-    gemm_half(rTu, sVt, 1);
-    warpgroup_wait<0>();
-    store_half(sK, 1);
-    sync();
-    store_chunk_rows<kDK>(sK, static_cast<Element*>(a.u.ptr), a.u, it, t0(), it.hv, valid_out, true);
+    {
+      Tensor rTu = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
+      build_operand(rTu, true);
+      product_in_place(rTu, sVt, sV);
+    }
+    store_rows(sV, a.u, p.tma_u, p.shape_u);
+    {
+      Tensor rTw = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
+      build_operand(rTw, false);
+      product_in_place(rTw, sKt, sK);
+    }
+    store_rows(sK, a.w, p.tma_w, p.shape_w);
+    if (kTma && tid == 0) tma_store_wait<0>();  // the tiles stay readable until the stores have read them
   }
 };
 

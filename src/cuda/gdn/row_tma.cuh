@@ -1,7 +1,7 @@
 // src/cuda/gdn/row_tma.cuh — TMA loads of one chunk's rows of a [B, T, heads, D] tensor
-// (RowTensor, chunk_fwd_args.cuh) into a swizzled [64, cols] shared tile, for the recurrence
-// kernels (the chunked forward's and bwd_dhu's loaders): one thread, one instruction per tile
-// instead of every thread's 16-byte cp.async pieces and their address work.
+// (RowTensor, chunk_fwd_args.cuh) into a swizzled [64, cols] shared tile, and stores back, for the
+// chunked GDN kernels (the forward's WY kernel and loader, bwd_dhu's loader): one thread, one
+// instruction per tile instead of every thread's 16-byte pieces and their address work.
 //
 // The tensor is seen as (t, d, head, batch), d contiguous; a packed (varlen) batch is one
 // sequence of all its tokens, each CTA offsetting to its own (WorkItem::t0). A box never stops at
@@ -28,6 +28,10 @@ using BoxShape = Shape<Int<decltype(size<0>(SmemLayout{}))::value>, Int<decltype
 template <class Element, class SmemLayout>
 using RowsTma = decltype(make_tma_copy(SM90_TMA_LOAD{}, RowsGmem<Element>{}, SmemLayout{}, BoxShape<SmemLayout>{}, _1{}));
 
+// The TMA store of a [64, cols] tile of SmemLayout into one chunk's rows.
+template <class Element, class SmemLayout>
+using RowsTmaStore = decltype(make_tma_copy(SM90_TMA_STORE{}, RowsGmem<Element>{}, SmemLayout{}, BoxShape<SmemLayout>{}, _1{}));
+
 // Host: the shape of a tensor with `tokens` rows per batch entry (a packed batch: batch == 1;
 // an empty one still gets valid descriptors, never used).
 inline RowsShape rows_shape(int64_t tokens, int cols, int heads, int batch) {
@@ -38,6 +42,13 @@ RowsTma<Element, SmemLayout> make_rows_tma(const RowTensor& x, const RowsShape& 
   const int64_t sb = get<3>(shape) == 1 ? x.st * get<0>(shape) : x.sb;  // one entry: any stride past its rows
   Tensor g = make_tensor(make_gmem_ptr(static_cast<Element const*>(x.ptr)), shape, make_stride(x.st, _1{}, x.sh, sb));
   return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayout{}, BoxShape<SmemLayout>{}, _1{});
+}
+
+template <class Element, class SmemLayout>
+RowsTmaStore<Element, SmemLayout> make_rows_tma_store(const RowTensor& x, const RowsShape& shape) {
+  const int64_t sb = get<3>(shape) == 1 ? x.st * get<0>(shape) : x.sb;
+  Tensor g = make_tensor(make_gmem_ptr(static_cast<Element const*>(x.ptr)), shape, make_stride(x.st, _1{}, x.sh, sb));
+  return make_tma_copy(SM90_TMA_STORE{}, g, SmemLayout{}, BoxShape<SmemLayout>{}, _1{});
 }
 
 // Device: one CTA's boxes of a row tensor — (global tiles by chunk, the stage-0 shared tile),
@@ -54,6 +65,15 @@ CUTE_DEVICE auto rows_boxes(const Tma& tma, const RowsShape& shape, const WorkIt
 template <class Tma, class Boxes>
 CUTE_DEVICE void issue_rows_box(const Tma& tma, const Boxes& b, int j, int offset, uint64_t& bar) {
   copy(tma.with(bar), get<0>(b)(_, j), make_tensor(get<1>(b).data() + offset, get<1>(b).layout()));
+}
+
+// The shared tile of `b` (rows_boxes) to chunk j's rows: a whole box, so only where every one of
+// its rows is the sequence's (a box past the end would write the next sequence's rows). Issued by
+// one thread after every writer's fence.proxy.async and a barrier; completes asynchronously
+// (tma_store_arrive / tma_store_wait before the tile is overwritten or the CTA exits).
+template <class Tma, class Boxes>
+CUTE_DEVICE void issue_rows_store(const Tma& tma, const Boxes& b, int j) {
+  copy(tma, get<1>(b), get<0>(b)(_, j));
 }
 
 }  // namespace attnkit::cuda::gdn
