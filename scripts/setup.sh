@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # scripts/setup.sh — everything a fresh machine needs, then configure and build.
 #   BUILD_DIR (default build), CMAKE_ARGS (extra -D options), JOBS (default: all cores).
-# Installs the pinned nvidia-cutlass wheel (CuTe headers) into .deps/ when nvcc is present.
+# Installs the pinned nvidia-cutlass wheel (CuTe headers) into .deps/ when nvcc is present
+# (scripts/cutlass_headers.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 JOBS=${JOBS:-$(nproc)}
-CUTLASS_VERSION=4.2.0.0
 
 need() { command -v "$1" >/dev/null 2>&1 || { echo "setup: '$1' is required but not found" >&2; exit 1; }; }
 need cmake
@@ -22,14 +22,7 @@ fi
 
 if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
   export PATH="$PATH:/usr/local/cuda/bin"
-  if [ ! -f .deps/cutlass/cutlass_library/source/include/cute/tensor.hpp ]; then
-    echo "setup: installing nvidia-cutlass==$CUTLASS_VERSION headers into .deps/cutlass"
-    if [ -d .whl ] && ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1; then  # offline (device machine)
-      python3 -m pip install -q --no-index --no-deps --target .deps/cutlass .whl/nvidia_cutlass-*.whl
-    else
-      python3 -m pip install -q --no-deps --target .deps/cutlass "nvidia-cutlass==$CUTLASS_VERSION"
-    fi
-  fi
+  bash scripts/cutlass_headers.sh
 fi
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null

@@ -38,6 +38,7 @@ fi
 
 gpu_args="-DATTNKIT_WITH_CUDA=OFF"
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then gpu_args="-DATTNKIT_WITH_CUDA=ON"; fi
+if [[ "$gpu_args ${ATTNKIT_PY_CMAKE_ARGS:-}" == *"ATTNKIT_WITH_CUDA=ON"* ]]; then bash scripts/cutlass_headers.sh; fi
 echo "setup_python: pip install --no-build-isolation . ($gpu_args ${ATTNKIT_PY_CMAKE_ARGS:-})" >&2
 CMAKE_ARGS="$gpu_args ${ATTNKIT_PY_CMAKE_ARGS:-}" CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)} \
   "$py" -m pip install -q --no-build-isolation --no-deps . >&2
