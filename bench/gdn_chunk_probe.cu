@@ -5,6 +5,9 @@
 //   gdn_chunk_probe B T H [reps [dump]]   K = V = 128, bf16, l2norm, scalar gate, final state;
 //                                         with `dump`, writes o (16-bit) and the final state
 //                                         (fp32) raw to dump.o / dump.ht
+//   gdn_chunk_probe varlen NSEQ T H [reps [asc|desc]]  NSEQ sequences of random lengths summing
+//                                         to T (as bench/bench_gdn_chunk.py's varlen case, other
+//                                         lengths), optionally sorted (the CTAs' launch order)
 //   gdn_chunk_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                         with empty and 1-token sequences, GVA, unaligned rows),
 //                                         each dumped to PREFIX.<i>; built from two revisions
@@ -201,6 +204,29 @@ int main(int argc, char** argv) {
       for (int64_t l : c.seqlens) c.T += l;
     for (size_t i = 0; i < cases.size(); ++i) run_case(cases[i], 1, std::string(argv[2]) + "." + std::to_string(i));
     std::printf("check: %zu cases dumped to %s.*\n", cases.size(), argv[2]);
+    return 0;
+  }
+  if (argc > 3 && std::string(argv[1]) == "varlen") {  // varlen NSEQ T H [reps]: NSEQ random lengths summing to T
+    Case c;
+    const int64_t nseq = std::atoll(argv[2]);
+    c.T = std::atoll(argv[3]);
+    c.H = c.HV = std::atoll(argv[4]);
+    std::mt19937 rng(1);
+    std::vector<int64_t> cuts;
+    for (int64_t i = 1; i < c.T; ++i) cuts.push_back(i);
+    std::shuffle(cuts.begin(), cuts.end(), rng);
+    cuts.resize(nseq - 1);
+    std::sort(cuts.begin(), cuts.end());
+    int64_t prev = 0;
+    for (int64_t x : cuts) c.seqlens.push_back(x - prev), prev = x;
+    c.seqlens.push_back(c.T - prev);
+    const std::string order = argc > 6 ? argv[6] : "";
+    if (order == "desc") std::sort(c.seqlens.rbegin(), c.seqlens.rend());
+    if (order == "asc") std::sort(c.seqlens.begin(), c.seqlens.end());
+    const int reps = argc > 5 ? std::atoi(argv[5]) : 20;
+    const double ms = run_case(c, reps, "");
+    std::printf("varlen %lld seqs T%lld H%lld K=V=128 bf16: %.4f ms (median of %d)\n", (long long)nseq, (long long)c.T,
+                (long long)c.H, ms, reps);
     return 0;
   }
   Case c;
