@@ -49,10 +49,17 @@ struct DhuStateWarpgroup {
     Tensor tdH = partition_fragment_C(mma_dh, Shape<Int<kDK>, Int<kBV>>{});
     Tensor cdH = thr_dh.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
     const int v0 = it.vb * kBV;
+    // The elements' dtype switches (AnyFloat) only when there is a dht (chunk_fwd_state.cuh's h0:
+    // a presence check per element walks every CTA through all the switches' code).
+    const bool has_dht = a.dht.data.ptr != nullptr;
     CUTE_UNROLL
-    for (int i = 0; i < size(tdH); ++i) {
-      const int k = get<0>(cdH(i)), v = v0 + get<1>(cdH(i));
-      tdH(i) = a.dht.data.ptr ? a.dht.data[it.n * a.dht.sn + it.hv * a.dht.sh + k * a.dht.sk + v * a.dht.sv] : 0.f;
+    for (int i = 0; i < size(tdH); ++i) tdH(i) = 0.f;
+    if (has_dht) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdH); ++i) {
+        const int k = get<0>(cdH(i)), v = v0 + get<1>(cdH(i));
+        tdH(i) = a.dht.data[it.n * a.dht.sn + it.hv * a.dht.sh + k * a.dht.sk + v * a.dht.sv];
+      }
     }
     const int n = it.nchunks;
     auto dh_tile = [&](int buf) { return make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDh{}); };
