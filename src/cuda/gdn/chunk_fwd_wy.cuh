@@ -56,14 +56,13 @@ struct WyChunk {
     }
   }
   // Warp 0: finish the gates (fused gate, sigmoid), write their in-chunk inclusive cumsum (log2)
-  // to shared memory and, for the live rows, to the workspace. `w`, `jj`: the work item and chunk
-  // again (again()).
-  CUTE_DEVICE void scan_gates(float (&g)[2], float (&beta)[2], float* gamma, float* beta_out, const WorkItem& w, int jj) const {
-    const int lane = tid % 32, valid = w.valid_rows(jj);
+  // to shared memory and, for the live rows, to the workspace.
+  CUTE_DEVICE void scan_gates(float (&g)[2], float (&beta)[2], float* gamma, float* beta_out) const {
+    const int lane = tid % 32, valid = it.valid_rows(j);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const bool live = 2 * lane + e < valid;  // rows past the end stay exactly 0
-      if (a.A_log && live) g[e] = -__expf(a.A_log[w.hv * a.a_stride]) * softplus(g[e] + a.dt_bias[w.hv * a.dt_stride]);
+      if (a.A_log && live) g[e] = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g[e] + a.dt_bias[it.hv * a.dt_stride]);
       if (a.beta_logit && live) beta[e] = sigmoid(beta[e]);
     }
     const float pair = g[0] + g[1];
@@ -81,7 +80,7 @@ struct WyChunk {
       const int r = 2 * lane + e;
       gamma[r] = cum[e];
       beta_out[r] = beta[e];
-      if (r < valid) out[w.row(a.gamma, int64_t(jj) * kC + r, w.hv)] = cum[e];
+      if (r < valid) out[it.row(a.gamma, t0() + r, it.hv)] = cum[e];
     }
   }
 
@@ -89,8 +88,8 @@ struct WyChunk {
   // L_Gamma = D L D^-1 with D = diag(exp(gamma)) gives T_rc = T0_rc exp(gamma_r - gamma_c) (r >= c:
   // the exponent is <= 0). Live rows to a.tmat in 16-bit, 8 columns a store. Reads T0 and gamma
   // only, so the operands below are built from T0 without a barrier between.
-  CUTE_DEVICE void store_t(const float* sT, const float* gamma, const WorkItem& w, int jj) const {
-    const int valid = w.valid_rows(jj);
+  CUTE_DEVICE void store_t(const float* sT, const float* gamma) const {
+    const int valid = it.valid_rows(j);
     CUTE_UNROLL
     for (int i = 0; i < kC * kC / 8 / 128; ++i) {
       const int piece = tid + 128 * i, r = piece / (kC / 8), c = (piece % (kC / 8)) * 8;
@@ -99,7 +98,7 @@ struct WyChunk {
       CUTE_UNROLL
       for (int e = 0; e < 8; ++e) x[e] = c + e <= r ? sT[r * kLdT + c + e] * ex2(gamma[r] - gamma[c + e]) : 0.f;
       const uint4 v{pack2<Element>(x[0], x[1]), pack2<Element>(x[2], x[3]), pack2<Element>(x[4], x[5]), pack2<Element>(x[6], x[7])};
-      st_global_v4(static_cast<Element*>(a.tmat.ptr) + w.row(a.tmat, int64_t(jj) * kC + r, w.hv) + c, v);
+      st_global_v4(static_cast<Element*>(a.tmat.ptr) + it.row(a.tmat, t0() + r, it.hv) + c, v);
     }
   }
 
@@ -209,7 +208,7 @@ struct WyChunk {
       const float n = a.l2norm ? l2_inverse_norm<kDK, 2>(sK, tid / 2, tid % 2) : 1.f;
       if (tid % 2 == 0) sm.knorm[tid / 2] = n;
     }
-    if (warp == 0) scan_gates(g2, b2, sm.gamma, sm.beta, it, j);
+    if (warp == 0) scan_gates(g2, b2, sm.gamma, sm.beta);
     warpgroup_wait<0>();
     sync();  // gamma, beta, knorm visible
 
@@ -232,7 +231,7 @@ struct WyChunk {
     }
     sync();
     invert_unit_lower_64(sT, sm.scratch.data(), [] { sync(); });
-    if (a.tmat.ptr) store_t(sT, sm.gamma, it, j);
+    if (a.tmat.ptr) store_t(sT, sm.gamma);
 
     // A operands, one at a time: Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c) (only r >= c: above
     // the diagonal T0 is 0 and the exponent could overflow), then Tw_rc = T0_rc beta_c n_c exp(gamma_r)
