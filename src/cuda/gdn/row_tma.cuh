@@ -6,8 +6,8 @@
 // The tensor is seen as (t, d, head, batch), d contiguous; a packed (varlen) batch is one
 // sequence of all its tokens, each CTA offsetting to its own (WorkItem::t0). A box never stops at
 // a sequence's end: rows past it read on into the next sequence (zeros past the tensor's end),
-// and the loaders zero them once landed (ChunkPieces::zero_from, chunk_fwd_rows.cuh). Needs 16-byte aligned row starts (the
-// dispatchers' vec16); otherwise the loaders copy by cp.async.
+// and the loaders zero them once landed (ChunkPieces::zero_from, chunk_fwd_rows.cuh). Needs
+// 16-byte aligned row starts (the dispatchers' vec16); otherwise the loaders copy by cp.async.
 #pragma once
 #include <cute/tensor.hpp>
 
@@ -37,18 +37,19 @@ using RowsTmaStore = decltype(make_tma_copy(SM90_TMA_STORE{}, RowsGmem<Element>{
 inline RowsShape rows_shape(int64_t tokens, int cols, int heads, int batch) {
   return make_shape(static_cast<int32_t>(tokens > 0 ? tokens : 1), cols, heads, batch);
 }
+// Host: x as a (t, d, head, batch) tensor of the given shape, for a TMA descriptor.
+template <class Element>
+RowsGmem<Element> rows_gmem(const RowTensor& x, const RowsShape& shape) {
+  const int64_t sb = get<3>(shape) == 1 ? x.st * get<0>(shape) : x.sb;  // one entry: any stride past its rows
+  return make_tensor(make_gmem_ptr(static_cast<Element const*>(x.ptr)), shape, make_stride(x.st, _1{}, x.sh, sb));
+}
 template <class Element, class SmemLayout>
 RowsTma<Element, SmemLayout> make_rows_tma(const RowTensor& x, const RowsShape& shape) {
-  const int64_t sb = get<3>(shape) == 1 ? x.st * get<0>(shape) : x.sb;  // one entry: any stride past its rows
-  Tensor g = make_tensor(make_gmem_ptr(static_cast<Element const*>(x.ptr)), shape, make_stride(x.st, _1{}, x.sh, sb));
-  return make_tma_copy(SM90_TMA_LOAD{}, g, SmemLayout{}, BoxShape<SmemLayout>{}, _1{});
+  return make_tma_copy(SM90_TMA_LOAD{}, rows_gmem<Element>(x, shape), SmemLayout{}, BoxShape<SmemLayout>{}, _1{});
 }
-
 template <class Element, class SmemLayout>
 RowsTmaStore<Element, SmemLayout> make_rows_tma_store(const RowTensor& x, const RowsShape& shape) {
-  const int64_t sb = get<3>(shape) == 1 ? x.st * get<0>(shape) : x.sb;
-  Tensor g = make_tensor(make_gmem_ptr(static_cast<Element const*>(x.ptr)), shape, make_stride(x.st, _1{}, x.sh, sb));
-  return make_tma_copy(SM90_TMA_STORE{}, g, SmemLayout{}, BoxShape<SmemLayout>{}, _1{});
+  return make_tma_copy(SM90_TMA_STORE{}, rows_gmem<Element>(x, shape), SmemLayout{}, BoxShape<SmemLayout>{}, _1{});
 }
 
 // Device: one CTA's boxes of a row tensor — (global tiles by chunk, the stage-0 shared tile),
