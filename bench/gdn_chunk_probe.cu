@@ -206,11 +206,20 @@ int main(int argc, char** argv) {
     std::printf("check: %zu cases dumped to %s.*\n", cases.size(), argv[2]);
     return 0;
   }
-  if (argc > 3 && std::string(argv[1]) == "varlen") {  // varlen NSEQ T H [reps]: NSEQ random lengths summing to T
+  if (argc > 1 && std::string(argv[1]) == "varlen") {  // varlen NSEQ T H [reps [asc|desc]]
+    if (argc < 5) {
+      std::fprintf(stderr, "usage: gdn_chunk_probe varlen NSEQ T H [reps [asc|desc]]\n");
+      return 2;
+    }
     Case c;
     const int64_t nseq = std::atoll(argv[2]);
     c.T = std::atoll(argv[3]);
     c.H = c.HV = std::atoll(argv[4]);
+    if (nseq < 1 || nseq > c.T || c.H < 1) {
+      std::fprintf(stderr, "varlen: expected 1 <= NSEQ <= T and H >= 1, got NSEQ %lld, T %lld, H %lld\n", (long long)nseq,
+                   (long long)c.T, (long long)c.H);
+      return 2;
+    }
     std::mt19937 rng(1);
     std::vector<int64_t> cuts;
     for (int64_t i = 1; i < c.T; ++i) cuts.push_back(i);

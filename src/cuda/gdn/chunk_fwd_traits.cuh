@@ -67,7 +67,7 @@ struct ChunkFwdTraits {
   using MmaS = decltype(make_tiled_mma(GMMA::ss_op_selector<Element, Element, float, Shape<C_, C_, DK_>>()));
   using MmaW = decltype(make_tiled_mma(  // w = Tw K and u = Tu V, half of the columns at a time
       GMMA::rs_op_selector<Element, Element, float, Shape<C_, Int<kDK / 2>, C_>, GMMA::Major::K, GMMA::Major::MN>()));
-  using MmaU = decltype(make_tiled_mma(  // u = Tu V, and O^T += v_new^T Aqk^T
+  using MmaU = decltype(make_tiled_mma(  // O^T += v_new^T Aqk^T
       GMMA::rs_op_selector<Element, Element, float, Shape<C_, BV_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaVt = decltype(make_tiled_mma(  // H^T w^T and H^T Q^T
       GMMA::rs_op_selector<Element, Element, float, Shape<BV_, C_, DK_>, GMMA::Major::K, GMMA::Major::K>()));
