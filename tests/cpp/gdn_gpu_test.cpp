@@ -267,6 +267,30 @@ TEST_F(GdnChunkGpu, VarlenWithShortAndEmptySequencesAndGva) {
   }
 }
 
+// With 96 or more (sequence, value head, 64-column block) CTAs at K = 128, inference forms w and
+// u inside the recurrence kernel from the WY kernel's [Tu | Tw] rows (chunk_fwd_wu.cuh); its
+// workspace then has no room for u, which is how the test knows that path ran. Dense tails,
+// fp16 with GVA, and a packed batch with empty and short sequences.
+TEST_F(GdnChunkGpu, ManyHeadsFormWAndUInTheRecurrence) {
+  std::vector<GdnCase> cases(3, chunk_case(DType::kBFloat16, 128, 0));
+  cases[0].B = 2, cases[0].T = 200, cases[0].H = cases[0].HV = 48;
+  cases[1].dt = DType::kFloat16, cases[1].T = 130, cases[1].H = 48, cases[1].HV = 96;
+  cases[2].B = 1, cases[2].seqlens = {1, 0, 130, 64, 65, 7}, cases[2].T = 267, cases[2].H = 16, cases[2].HV = 64;
+  for (const GdnCase& c : cases) {
+    SCOPED_TRACE("B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " HV=" + std::to_string(c.HV));
+    {
+      GdnData d = make_gdn(c, 5);
+      DeviceGdn g(d);
+      GdnFwdParams p;
+      p.in = gdn_inputs(c, g.dev);
+      p.out = g.dev.out.view;
+      const int64_t rows_heads = c.B * c.T * c.HV;  // w 2K + gamma 4 bytes a row and head, each buffer 256-aligned
+      EXPECT_LE(gdn_forward_workspace_size(p), size_t(rows_heads * (2 * c.K + 4) + 512)) << "w and u went through the workspace";
+    }
+    check_chunk(c);
+  }
+}
+
 // N * HV = 8500 * 8 > 65535 (sequence, head) pairs: both kernels' grids, and the WY kernel's
 // slot -> chunk bisection over thousands of sequences of 0 to 3 tokens. Without states: 68k
 // final states would be 1 GB.
@@ -304,13 +328,13 @@ void poison_tokens(GdnData& d, int64_t t0, int64_t t1) {
 // sequence 2's are past the tensor's end. Sequences 0 and 2 checked against the float64 recurrence
 // on the clean inputs.
 TEST_F(GdnChunkGpu, NonFiniteRowsStayInTheirSequence) {
-  for (int64_t D : {64, 128}) {
-    SCOPED_TRACE("D=" + std::to_string(D));
+  for (auto [D, HV] : {std::pair{64, 4}, std::pair{128, 4}, std::pair{128, 64}}) {  // HV 64: w, u formed in the recurrence
+    SCOPED_TRACE("D=" + std::to_string(D) + " HV=" + std::to_string(HV));
     GdnCase c = chunk_case(DType::kBFloat16, D, 0);
     c.B = 1;
     c.seqlens = {70, 130, 60};
     c.T = 260;
-    c.HV = 4;
+    c.HV = HV;
     GdnData d = make_gdn(c, 41);
     std::vector<double> o_ref, ht_ref, o, h;
     gdn_oracle(c, d, o_ref, ht_ref);

@@ -54,6 +54,9 @@ struct ChunkFwdArgs {
   bool l2norm = false, beta_logit = false;
   bool vec16 = false;                      // q, k, v rows start 16-byte aligned: cp.async 16 B
   bool o_vec16 = false;                    // out rows start 16-byte aligned: 8 columns per store
+  // Inference with TMA rows at DK = 2 x 64: the WY kernel writes [Tu | Tw] rows into w (u unused)
+  // and the recurrence kernel forms w and u itself (chunk_fwd_wu.cuh).
+  bool wu_in_recurrence = false;
 };
 
 // CTA `item` -> (sequence n, value head hv, value block vb), vb fastest so that the CTAs sharing

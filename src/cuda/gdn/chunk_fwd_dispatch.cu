@@ -79,9 +79,24 @@ namespace {
 
 Status check_supported(const GdnFwdParams& p) { return gdn::check_chunked_supported(p.in); }
 
+// Inference at K = 128 with 16-byte aligned rows and enough recurrence CTAs: w and u are formed
+// in the recurrence kernel from the WY kernel's [Tu | Tw] rows (in w's place) and never stored
+// (ChunkFwdArgs). That saves WY-kernel time in proportion to the batch's tokens x heads but adds
+// ~0.15 us to each chunk of every CTA's serial chain (the w / u GEMMs share its SM's tensor
+// cores), so it pays only with many (sequence, head) chains: measured on an H200 at T = 8192
+// (docs/perf/gdn_chunk_fwd.md, v8), 128 CTAs -6 to -9%, 64 CTAs +1 to +2%, 32 CTAs +5%.
+bool wu_in_recurrence(const GdnFwdParams& p) {
+  const bool varlen = p.in.cu_seqlens.defined();
+  const int64_t seqs = varlen ? p.in.cu_seqlens.size(0) - 1 : p.in.q.size(0);
+  const int64_t items = seqs * p.in.v.size(2) * (p.in.v.size(3) / 64);
+  return p.intermediates.data == nullptr && p.in.q.size(3) == 128 && items >= 96 && gdn::rows_aligned(p.in.q, varlen, 16) &&
+         gdn::rows_aligned(p.in.k, varlen, 16) && gdn::rows_aligned(p.in.v, varlen, 16);
+}
+
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
 // u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned. With the
-// caller's intermediates (a training forward) w and gamma live there and only u here.
+// caller's intermediates (a training forward) w and gamma live there and only u here; with
+// w and u formed in the recurrence, w's rows hold [Tu | Tw] and there is no u.
 struct ChunkWorkspace {
   int64_t rows = 0, HV = 0, K = 0, V = 0;
   size_t w = 0, u = 0, gamma = 0, total = 0;
@@ -95,7 +110,7 @@ struct ChunkWorkspace {
     gdn::BufferLayout at;
     const bool kept = p.intermediates.data != nullptr;
     if (!kept) w = at.take(rows * HV * K * e);
-    u = at.take(rows * HV * V * e);
+    if (!wu_in_recurrence(p)) u = at.take(rows * HV * V * e);
     if (!kept) gamma = at.take(rows * HV * 4);
     total = at.total;
   }
@@ -136,7 +151,8 @@ Status gdn_forward(const GdnFwdParams& p) {
     return InvalidArgument("workspace: the CUDA chunked forward needs a 256-byte aligned device pointer");
   char* base = static_cast<char*>(p.workspace.data);
   const int64_t T = in.q.size(1);
-  a.u = {base + ws.u, T * ws.HV * ws.V, ws.HV * ws.V, ws.V};
+  a.wu_in_recurrence = wu_in_recurrence(p);
+  if (!a.wu_in_recurrence) a.u = {base + ws.u, T * ws.HV * ws.V, ws.HV * ws.V, ws.V};
   if (p.intermediates.data) {  // a training forward: the WY pieces, T, v_new and start states kept
     gdn::BufferLayout at;
     gdn::Intermediates(in, at).point(a, static_cast<char*>(p.intermediates.data));

@@ -16,21 +16,23 @@
 // chunk in sequence.
 #pragma once
 #include <cuda_runtime.h>
+#include <cutlass/arch/reg_reconfig.h>
 
 #include "src/cuda/gdn/chunk_fwd_load.cuh"
 #include "src/cuda/gdn/chunk_fwd_state.cuh"
+#include "src/cuda/gdn/chunk_fwd_wu.cuh"
 #include "src/cuda/gdn/chunk_fwd_wy.cuh"
 #include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda::gdn {
 
-template <class T, bool kTma>
+template <class T, bool kTma, bool kTPairs>
 __global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_kernel(CUTE_GRID_CONSTANT const WyParams<T> p) {
   const ChunkFwdArgs& a = p.a;
   const ChunkSlot slot(a, blockIdx.x);
   if (!slot.live) return;
   const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);
-  WyChunk<T, kTma>{p, a, it, slot.j, static_cast<int>(threadIdx.x)}.run();
+  WyChunk<T, kTma, kTPairs>{p, a, it, slot.j, static_cast<int>(threadIdx.x)}.run();
 }
 
 template <class T, Recurrence kMode>
@@ -44,7 +46,27 @@ __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID
   }
 }
 
+// The inference recurrence with w and u formed in the kernel (chunk_fwd_wu.cuh) by a third
+// warpgroup, from the WY kernel's [Tu | Tw] rows and V: w and u skip global memory.
+template <class T>
+__global__ void __launch_bounds__(T::kThreadsWu, 1) gdn_chunk_fwd_wu_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
+  const ChunkFwdArgs& a = p.a;
+  const WorkItem it(a, blockIdx.x);
+  const int wg = static_cast<int>(threadIdx.x) / 128, tid = static_cast<int>(threadIdx.x) % 128;
+  if (wg == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<T::kLoadRegsWu>();
+    if (it.nchunks > 0) LoadWarpgroup<T, Recurrence::kOutput, true>{p, a, it, tid}.run();
+  } else if (wg == 1) {
+    cutlass::arch::warpgroup_reg_alloc<T::kStateRegsWu>();
+    StateWarpgroup<T, Recurrence::kOutput, T::kThreadsWu>{a, it, tid}.run();
+  } else {
+    cutlass::arch::warpgroup_reg_dealloc<T::kWuRegs>();
+    WuWarpgroup<T>{it, tid}.run();
+  }
+}
+
 // The rows' TMA descriptors (row_tma.cuh); w and u are the workspace's, laid out like q and v.
+// With a.wu_in_recurrence w's rows are [Tu | Tw], and u's descriptor reads V.
 template <class T>
 ChunkFwdParams<T> recurrence_params(const ChunkFwdArgs& a) {
   using Element = typename T::Element;
@@ -58,7 +80,7 @@ ChunkFwdParams<T> recurrence_params(const ChunkFwdArgs& a) {
   if (a.o.ptr) p.tma_q = make_rows_tma<Element, typename T::LayoutRowsDK>(a.q, p.shape_qk);
   p.tma_k = make_rows_tma<Element, typename T::LayoutRowsDK>(a.k, p.shape_qk);
   p.tma_w = make_rows_tma<Element, typename T::LayoutRowsDK>(a.w, p.shape_w);
-  p.tma_u = make_rows_tma<Element, typename T::LayoutRowsBV>(a.u, p.shape_u);
+  p.tma_u = make_rows_tma<Element, typename T::LayoutRowsBV>(a.wu_in_recurrence ? a.v : a.u, p.shape_u);
   return p;
 }
 
@@ -77,16 +99,16 @@ WyParams<T> wy_params(const ChunkFwdArgs& a) {
     p.tma_v = make_rows_tma<Element, Layout>(a.v, p.shape_v);
   }
   p.tma_w = make_rows_tma_store<Element, Layout>(a.w, p.shape_w);
-  p.tma_u = make_rows_tma_store<Element, Layout>(a.u, p.shape_u);
+  if (a.u.ptr) p.tma_u = make_rows_tma_store<Element, Layout>(a.u, p.shape_u);  // absent with a.wu_in_recurrence
   return p;
 }
 
-template <class T, bool kTma>
+template <class T, bool kTma, bool kTPairs = false>
 cudaError_t launch_wy(const ChunkFwdArgs& a, cudaStream_t stream) {
-  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_wy_kernel<T, kTma>>(T::kWySmemBytes);
+  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_wy_kernel<T, kTma, kTPairs>>(T::kWySmemBytes);
   if (ok != cudaSuccess) return ok;
   const dim3 grid(static_cast<unsigned>(a.wy_slots), static_cast<unsigned>(a.HV));
-  gdn_chunk_wy_kernel<T, kTma><<<grid, T::kWyThreads, T::kWySmemBytes, stream>>>(wy_params<T>(a));
+  gdn_chunk_wy_kernel<T, kTma, kTPairs><<<grid, T::kWyThreads, T::kWySmemBytes, stream>>>(wy_params<T>(a));
   return cudaGetLastError();
 }
 
@@ -104,6 +126,20 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
   const int64_t items = int64_t(a.num_seqs) * a.HV * a.v_blocks;
   if (items == 0) return cudaSuccess;
   if (items > INT32_MAX || a.wy_slots > INT32_MAX || a.HV > 65535) return cudaErrorInvalidValue;
+  if constexpr (2 * T::kC == kDK) {  // w and u formed in the recurrence kernel (inference, TMA rows)
+    if (a.wu_in_recurrence) {
+      if (!a.vec16 || !a.o.ptr || a.states) return cudaErrorInvalidValue;
+      if (a.wy_slots > 0) {
+        const cudaError_t ok = launch_wy<T, true, true>(a, stream);
+        if (ok != cudaSuccess) return ok;
+      }
+      const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_fwd_wu_kernel<T>>(T::kSmemBytes);
+      if (ok != cudaSuccess) return ok;
+      gdn_chunk_fwd_wu_kernel<T><<<static_cast<unsigned>(items), T::kThreadsWu, T::kSmemBytes, stream>>>(recurrence_params<T>(a));
+      return cudaGetLastError();
+    }
+  }
+  if (a.wu_in_recurrence) return cudaErrorInvalidValue;
   if (a.wy_slots > 0) {
     const cudaError_t ok = a.vec16 ? launch_wy<T, true>(a, stream) : launch_wy<T, false>(a, stream);
     if (ok != cudaSuccess) return ok;

@@ -22,7 +22,11 @@
 
 namespace attnkit::cuda::gdn {
 
-template <class T, Recurrence kMode>  // without output (kStates): no Q to load, no rows to store
+// Without output (kStates): no Q to load, no rows to store. kWu: w's buffer takes [Tu | Tw] rows
+// and u's this CTA's columns of V (the TMA descriptors point there), for the w / u warpgroup
+// (chunk_fwd_wu.cuh), which gets the stage's rows first ("landed"); the state warpgroup's "full"
+// then waits for both (384 threads); always TMA.
+template <class T, Recurrence kMode, bool kWu = false>
 struct LoadWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
@@ -44,7 +48,7 @@ struct LoadWarpgroup {
     const int s = j % T::kStages;
     auto& st = sm.stage[s];
     const int valid = it.valid_rows(j);
-    if (a.vec16) {
+    if (kWu || a.vec16) {
       if (tid == 0) {
         constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
@@ -55,7 +59,7 @@ struct LoadWarpgroup {
         issue_rows_box(p.tma_w, get<2>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_u, get<3>(boxes), j, s * kStageElems, bar);
       }
-    } else {
+    } else if constexpr (!kWu) {
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
       if constexpr (writes_output(kMode)) dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, false);
       dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, false);
@@ -136,15 +140,19 @@ struct LoadWarpgroup {
     for (int j = 0; j < n; ++j) {
       const int s = j % T::kStages;
       cp_async_wait<1>();  // this thread's copies of chunk j landed (j + 1 may be in flight)
-      if (a.vec16) sm.rows_landed[s].wait((j / T::kStages) % 2);
+      if (kWu || a.vec16) sm.rows_landed[s].wait((j / T::kStages) % 2);
       sync();              // everyone's: a thread reads rows and gates that others copied
-      if (a.vec16 && it.valid_rows(j) < kC) {  // a sequence's last chunk: the boxes read on past its end
+      if ((kWu || a.vec16) && it.valid_rows(j) < kC) {  // a sequence's last chunk: the boxes read on past its end
         zero_rows_past_end(dk, bv, j);
         sync();  // gate_factors reads whole rows
       }
+      if constexpr (kWu) {  // the w / u warpgroup starts on the rows while the factors are worked out
+        cutlass::arch::fence_view_async_shared();
+        ChunkBarriers::arrive(ChunkBarriers::kLanded + s, 256);
+      }
       gate_factors(j);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
-      ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
+      ChunkBarriers::arrive(ChunkBarriers::kFull + s, kWu ? T::kThreadsWu : 256);  // with kWu the w / u warpgroup arrives too
 
       // Chunk j + 2 goes where chunk j - 1 was, once that chunk's output is out.
       if (j >= 1) store_output(j - 1);

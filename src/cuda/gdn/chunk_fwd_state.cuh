@@ -30,7 +30,7 @@
 
 namespace attnkit::cuda::gdn {
 
-template <class T, Recurrence kMode>
+template <class T, Recurrence kMode, int kFullThreads = 256>  // "full": the loader's (and the w / u warpgroup's) arrivals and ours
 struct StateWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
@@ -128,7 +128,7 @@ struct StateWarpgroup {
       Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{});  // [DK, C]
       Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});    // [C, DK]
       Tensor sUt = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBVt{});  // [BV, C]: u^T, then O^T
-      ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
+      ChunkBarriers::sync(ChunkBarriers::kFull + s, kFullThreads);
       // WGMMA groups complete in issue order: V'^T (the state's path) first.
       {
         Tensor tB_W = thr_v.partition_fragment_B(sW);

@@ -49,6 +49,13 @@ struct ChunkFwdTraits {
   static constexpr int kC = 64;      // chunk length
   static constexpr int kStages = 3;  // recurrence kernel: chunk j in use, j+1 and j+2 loading
   static constexpr int kThreads = 256;
+  // The inference kernel that forms w and u itself (chunk_fwd_wu.cuh) has a third warpgroup; the
+  // CTA's registers (168 a thread at launch: 64K / 384, in multiples of 8) are re-split by
+  // setmaxnreg: loader, state (H^T and its GEMMs), w / u. More than the launch's pool and the
+  // state warpgroup's setmaxnreg.inc would wait forever.
+  static constexpr int kThreadsWu = 384;
+  static constexpr int kLoadRegsWu = 96, kStateRegsWu = 240, kWuRegs = 168;
+  static_assert(kLoadRegsWu + kStateRegsWu + kWuRegs <= 3 * 168, "the launch's register pool");
   static constexpr int kWyThreads = 128;
   static constexpr int kWyCtasPerSm = 4;
 
@@ -71,6 +78,8 @@ struct ChunkFwdTraits {
       GMMA::rs_op_selector<Element, Element, float, Shape<C_, BV_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
   using MmaVt = decltype(make_tiled_mma(  // H^T w^T and H^T Q^T
       GMMA::rs_op_selector<Element, Element, float, Shape<BV_, C_, DK_>, GMMA::Major::K, GMMA::Major::K>()));
+  using MmaWu = decltype(make_tiled_mma(  // u^T = V^T Tu^T, w^T = K^T Tw^T (in halves) in the recurrence kernel
+      GMMA::ss_op_selector<Element, Element, float, Shape<Int<64>, C_, C_>, GMMA::Major::MN, GMMA::Major::K>()));
   using MmaHt = decltype(make_tiled_mma(  // (D v_new)^T K
       GMMA::rs_op_selector<Element, Element, float, Shape<BV_, DK_, C_>, GMMA::Major::K, GMMA::Major::MN>()));
 
@@ -194,10 +203,11 @@ CUTE_DEVICE void store_pairs(const Acc& acc, Dst&& dst, F&& f) {
 }
 
 // The recurrence kernels' named barriers (0 is __syncthreads): each warpgroup's own, then per
-// stage "full" (loader -> state) and "empty" (state -> loader), 256 threads each; bwd_dhu's
-// "dh free" (loader -> state: a dh buffer has been written out and may be refilled).
+// stage "full" (loader, or the w / u warpgroup, -> state) and "empty" (state -> loader), 256
+// threads each; bwd_dhu's "dh free" (loader -> state: a dh buffer has been written out and may be
+// refilled); with the w / u warpgroup, per stage "landed" (loader -> w / u) and its own.
 struct ChunkBarriers {
-  static constexpr int kLoad = 1, kState = 2, kFull = 3, kEmpty = 6, kDhFree = 9;
+  static constexpr int kLoad = 1, kState = 2, kFull = 3, kEmpty = 6, kDhFree = 9, kLanded = 10, kWu = 13;
   static __device__ void sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
   static __device__ void arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
 };

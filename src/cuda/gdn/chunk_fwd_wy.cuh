@@ -28,7 +28,10 @@ using attn::acc_as_operand_a_layout;
 using attn::convert_into;
 using attn::gemm_zero;
 
-template <class T, bool kTma>  // kTma: K and V rows by TMA (a.vec16), else by cp.async
+// kTma: K and V rows by TMA (a.vec16), else by cp.async. kTPairs (with kTma): instead of w and u,
+// the rows of [Tu | Tw] ([C, 2C], 16-bit) into w's workspace, for a recurrence kernel that forms
+// w and u itself (chunk_fwd_wu.cuh); V is not read.
+template <class T, bool kTma, bool kTPairs = false>
 struct WyChunk {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK;
@@ -112,10 +115,11 @@ struct WyChunk {
       if (tid == 0) {
         sm.rows_landed.init(1);
         cutlass::arch::fence_barrier_init();
-        sm.rows_landed.arrive_and_expect_tx(2 * kC * kDK * sizeof(Element));
+        sm.rows_landed.arrive_and_expect_tx((kTPairs ? 1 : 2) * kC * kDK * sizeof(Element));
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed);
         issue_rows_box(p.tma_k, rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_k, it, it.h, 0, sm.k.data()), j, 0, bar);
-        issue_rows_box(p.tma_v, rows_boxes<typename T::LayoutRowsDK>(p.tma_v, p.shape_v, it, it.hv, 0, sm.v.data()), j, 0, bar);
+        if constexpr (!kTPairs)
+          issue_rows_box(p.tma_v, rows_boxes<typename T::LayoutRowsDK>(p.tma_v, p.shape_v, it, it.hv, 0, sm.v.data()), j, 0, bar);
       }
     } else {
       const Pieces pieces(tid, sm.k.data());
@@ -132,7 +136,7 @@ struct WyChunk {
       if (valid < kC) {  // the boxes read on into the next sequence's rows
         const Pieces pieces(tid, sm.k.data());
         pieces.zero_from(at(sm.k.data()), valid);
-        pieces.zero_from(at(sm.v.data()), valid);
+        if constexpr (!kTPairs) pieces.zero_from(at(sm.v.data()), valid);
       }
     } else {
       cp_async_wait<0>();
@@ -172,6 +176,32 @@ struct WyChunk {
         store_chunk_rows<kDK>(sX, static_cast<Element*>(x.ptr), x, w, int64_t(jj) * kC, w.hv, valid, true);
       }
     });
+  }
+
+  // kTPairs: Tu and Tw (as build_operand in run() forms them, the same 16-bit values) side by
+  // side as [C, 2C] rows in V's unused tile, then out to w's workspace rows (store_rows). Rows
+  // past the sequence end are zeros (beta = 0 there), and are not written.
+  template <class Coords>
+  CUTE_DEVICE void store_t_pairs(const float* sT, const Coords& cS, int r0, const float (&gamma_r)[2],
+                                 const float (&exp_gamma_r)[2]) const {
+    static_assert(2 * kC == kDK, "[Tu | Tw] rows fill a [C, DK] tile");
+    auto& sm = chunk_smem<typename T::WyStorage>();
+    Tensor sTp = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{});  // [C, 2C]
+    CUTE_UNROLL
+    for (int i = 0; i < size(cS); i += 2) {
+      const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = (r - r0) / 8;
+      const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kLdT + c]);
+      const float2 bc = *reinterpret_cast<const float2*>(&sm.beta[c]);
+      const float2 gc = *reinterpret_cast<const float2*>(&sm.gamma[c]);
+      const float2 nc = *reinterpret_cast<const float2*>(&sm.knorm[c]);
+      st_shared(&sTp(r, c), pack2<Element>(c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f,
+                                           c + 1 <= r ? t0.y * bc.y * ex2(gamma_r[h] - gc.y) : 0.f));
+      st_shared(&sTp(r, kC + c), pack2<Element>(t0.x * bc.x * nc.x * exp_gamma_r[h], t0.y * bc.y * nc.y * exp_gamma_r[h]));
+    }
+    cutlass::arch::fence_view_async_shared();  // this thread's writes, before the TMA store reads them
+    sync();
+    store_rows(make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{}), a.w, p.tma_w, p.shape_w);
+    if (tid == 0) tma_store_wait<0>();
   }
 
   CUTE_DEVICE void run() {
@@ -232,6 +262,10 @@ struct WyChunk {
     sync();
     invert_unit_lower_64(sT, sm.scratch.data(), [] { sync(); });
     if (a.tmat.ptr) store_t(sT, sm.gamma);
+    if constexpr (kTPairs) {
+      store_t_pairs(sT, cS, r0, gamma_r, exp_gamma_r);
+      return;
+    }
 
     // A operands, one at a time: Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c) (only r >= c: above
     // the diagonal T0 is 0 and the exponent could overflow), then Tw_rc = T0_rc beta_c n_c exp(gamma_r)

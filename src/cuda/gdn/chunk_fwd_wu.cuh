@@ -1,0 +1,71 @@
+// src/cuda/gdn/chunk_fwd_wu.cuh — warpgroup 2 of the inference recurrence kernel
+// (gdn_chunk_fwd_wu_kernel, chunk_fwd_kernel.cuh): forms each chunk's w and u in shared memory from what the loader landed,
+// so they never go through global memory.
+//
+// The WY kernel then writes only [Tu | Tw] (16-bit, [C, 2C] per chunk: the same values it would
+// have multiplied by V and K itself) into w's workspace rows, and the loader lands them in w's
+// buffer and this CTA's columns of V in u's buffer. Per chunk, one chunk ahead of the state
+// warpgroup (the loader runs two ahead), transposed like the state warpgroup's products, so that
+// the results go back into row-major tiles by stmatrix.trans (transposed_fragments.cuh) from one
+// address per tile instead of an address per register pair:
+//   u^T = V^T Tu^T               [BV, C]   SS (V read MN-major; Tu, the first C columns of w's buffer)
+//   w^T = K^T Tw^T, in halves    [DK/2, C] SS (K read MN-major; Tw, the next C columns)
+// then u over V and w over [Tu | Tw] once every warp's GEMMs are done reading them; the state
+// warpgroup's "full" barrier waits for this warpgroup and the loader (its row factors), and the
+// state then sees exactly the WY kernel's w and u. Rows past the sequence end: Tu's and Tw's are zeros, V's zeroed by the loader, so
+// u's and w's are zeros, as the WY kernel's were.
+#pragma once
+#include "src/cuda/attention/mma.cuh"
+#include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_traits.cuh"
+#include "src/cuda/gdn/transposed_fragments.cuh"
+
+namespace attnkit::cuda::gdn {
+
+template <class T>
+struct WuWarpgroup {
+  using Element = typename T::Element;
+  static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
+  static_assert(2 * kC == kDK, "[Tu | Tw] fill w's [C, DK] buffer");
+  const WorkItem& it;
+  int tid;  // 0..127
+
+  CUTE_DEVICE void run() {
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    typename T::MmaWu mma;  // [64, C] = [64, C] . [C, C]^T: u^T and w^T's halves
+    auto thr = mma.get_thread_slice(tid);
+    using Tile = Shape<Int<64>, Int<kC>>;
+    Tensor tU = partition_fragment_C(mma, Tile{});   // fp32 [BV, C]: u^T
+    Tensor tW0 = partition_fragment_C(mma, Tile{});  // fp32 [DK / 2, C]: w^T's rows 0..63
+    Tensor tW1 = partition_fragment_C(mma, Tile{});  //                     and 64..127
+    constexpr int kPairs = decltype(size(tU))::value / 2;
+    for (int j = 0; j < it.nchunks; ++j) {
+      const int s = j % T::kStages;
+      auto& st = sm.stage[s];
+      Tensor sTu = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutCC{});            // [C, C]
+      Tensor sTw = make_tensor(make_smem_ptr(st.w.data() + kC * kC), typename T::LayoutCC{});  // [C, C]
+      Tensor sVt = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBVt{});       // [BV, C]: V^T, then u^T
+      Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{});       // [DK, C]: K^T
+      Tensor sWt = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDKt{});       // [DK, C]: w^T
+      ChunkBarriers::sync(ChunkBarriers::kLanded + s, 256);
+      attn::gemm_ss_zero(mma, thr.partition_fragment_A(sVt), thr.partition_fragment_B(sTu), tU);
+      attn::gemm_ss_zero(mma, thr.partition_fragment_A(local_tile(sKt, Tile{}, make_coord(0, 0))), thr.partition_fragment_B(sTw), tW0);
+      attn::gemm_ss_zero(mma, thr.partition_fragment_A(local_tile(sKt, Tile{}, make_coord(1, 0))), thr.partition_fragment_B(sTw), tW1);
+      warpgroup_wait<0>();
+      ChunkBarriers::sync(ChunkBarriers::kWu, 128);  // every warp's reads of Tu, Tw, V are done
+      auto store = [&](const auto& acc, auto&& tile) {
+        uint32_t pairs[kPairs];
+        CUTE_UNROLL
+        for (int p = 0; p < kPairs; ++p) pairs[p] = pack2<Element>(acc(2 * p), acc(2 * p + 1));
+        store_transposed(pairs, tile);
+      };
+      store(tU, sVt);
+      store(tW0, local_tile(sWt, Tile{}, make_coord(0, 0)));
+      store(tW1, local_tile(sWt, Tile{}, make_coord(1, 0)));
+      cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read them
+      ChunkBarriers::arrive(ChunkBarriers::kFull + s, T::kThreadsWu);  // with the loader's, for the state warpgroup
+    }
+  }
+};
+
+}  // namespace attnkit::cuda::gdn
