@@ -14,6 +14,9 @@
 // Splitting them keeps the serial per-chunk path down to the state's own work: the WY part's
 // latency (the 64 x 64 inverse above all) is paid by many CTAs side by side instead of once per
 // chunk in sequence.
+// Inference with many CTAs at DK = 128 (a.wu_in_recurrence, chosen by chunk_fwd_dispatch.cu): the
+// WY kernel writes [Tu | Tw] rows instead of w and u, and gdn_chunk_fwd_wu_kernel forms w and u
+// in shared memory with a third warpgroup (chunk_fwd_wu.cuh); w and u skip global memory.
 #pragma once
 #include <cuda_runtime.h>
 #include <cutlass/arch/reg_reconfig.h>

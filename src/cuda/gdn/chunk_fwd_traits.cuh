@@ -7,6 +7,7 @@
 //   T0 = (I + strict(diag(beta n) S_kk diag(n)))^-1 [C, C]     fp32 + TF32 mma.sync, chunk_fwd_solve.cuh
 //   u = (T0 diag(beta) * Gamma) V                   [C, DK]    RS (V = DK), into V's buffer
 //   w = (T0 diag(beta n) * exp(gamma_r)) K          [C, DK]    RS (K read MN-major), into K's buffer
+//   (or, for the recurrence's w / u warpgroup, only the 16-bit rows [Tu | Tw], chunk_fwd_wu.cuh)
 // The recurrence kernel, one CTA per (sequence, value head, 64 value columns): warpgroup 0 loads
 // chunk j+2 (chunk_fwd_load.cuh), warpgroup 1 carries the fp32 state, transposed, H^T [BV, DK]
 // through chunk j (chunk_fwd_state.cuh):
