@@ -9,7 +9,8 @@
 //                                         to T (as bench/bench_gdn_chunk.py's varlen case, other
 //                                         lengths), optionally sorted (the CTAs' launch order)
 //   gdn_chunk_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
-//                                         with empty and 1-token sequences, GVA, unaligned rows),
+//                                         with empty and 1-token sequences, GVA, unaligned rows,
+//                                         many heads: the in-recurrence w / u path),
 //                                         each dumped to PREFIX.<i>; built from two revisions
 //                                         (gdn_chunk_probe.sh with PROBE_DIR, CUTLASS_INC), the
 //                                         dumps compare two kernels (bench/gdn_chunk_probe_cmp.py);
@@ -194,12 +195,15 @@ double run_case(const Case& c, int reps, const std::string& dump) {
 
 int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "check") {
-    std::vector<Case> cases(5);
+    std::vector<Case> cases(7);
     cases[0] = {DType::kBFloat16, 128, 2, 1000, 4, 4};
     cases[1] = {DType::kFloat16, 64, 1, 777, 2, 4};
     cases[2] = {DType::kBFloat16, 128, 1, 0, 2, 4, {1, 0, 130, 64, 300, 63}};
     cases[3] = {DType::kBFloat16, 64, 1, 0, 1, 2, {65, 1, 200}};
     cases[4] = {DType::kFloat16, 128, 1, 200, 2, 2, {}, 4};
+    // >= 96 recurrence CTAs: w and u formed in the recurrence kernel (chunk_fwd_wu.cuh)
+    cases[5] = {DType::kBFloat16, 128, 1, 0, 16, 64, {1, 0, 130, 64, 300, 63}};
+    cases[6] = {DType::kFloat16, 128, 2, 200, 48, 48};
     for (auto& c : cases)
       for (int64_t l : c.seqlens) c.T += l;
     for (size_t i = 0; i < cases.size(); ++i) run_case(cases[i], 1, std::string(argv[2]) + "." + std::to_string(i));
