@@ -2,7 +2,11 @@
 (`gdn_chunk_probe check PREFIX` in each): RMS(a - b) / RMS(b) of o and of the final state per case.
 
     python3 bench/gdn_chunk_probe_cmp.py PREFIX_A PREFIX_B [cases] [fp16_cases]
+
+cases: by default every case both builds dumped (an older probe has fewer); fp16_cases: the
+probe's fp16 cases (1, 4, 6), whose o is read as float16.
 """
+import os
 import sys
 
 import numpy as np
@@ -17,8 +21,11 @@ def load(path, ext, fp16):
 
 def main():
     a, b = sys.argv[1], sys.argv[2]
-    cases = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-    fp16 = {int(i) for i in sys.argv[4].split(",")} if len(sys.argv) > 4 else {1, 4}
+    both = 0
+    while os.path.exists(f"{a}.{both}.o") and os.path.exists(f"{b}.{both}.o"):
+        both += 1
+    cases = int(sys.argv[3]) if len(sys.argv) > 3 else both
+    fp16 = {int(i) for i in sys.argv[4].split(",")} if len(sys.argv) > 4 else {1, 4, 6}
     worst = 0.0
     for i in range(cases):
         for ext in (".o", ".ht"):
