@@ -99,6 +99,7 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
 // w and u formed in the recurrence, w's rows hold [Tu | Tw] and there is no u.
 struct ChunkWorkspace {
   int64_t rows = 0, HV = 0, K = 0, V = 0;
+  bool wu = false;  // wu_in_recurrence(p): the one decision both the size and the launch follow
   size_t w = 0, u = 0, gamma = 0, total = 0;
   explicit ChunkWorkspace(const GdnFwdParams& p) {
     if (!check_supported(p).ok()) return;
@@ -110,7 +111,8 @@ struct ChunkWorkspace {
     gdn::BufferLayout at;
     const bool kept = p.intermediates.data != nullptr;
     if (!kept) w = at.take(rows * HV * K * e);
-    if (!wu_in_recurrence(p)) u = at.take(rows * HV * V * e);
+    wu = wu_in_recurrence(p);
+    if (!wu) u = at.take(rows * HV * V * e);
     if (!kept) gamma = at.take(rows * HV * 4);
     total = at.total;
   }
@@ -151,8 +153,8 @@ Status gdn_forward(const GdnFwdParams& p) {
     return InvalidArgument("workspace: the CUDA chunked forward needs a 256-byte aligned device pointer");
   char* base = static_cast<char*>(p.workspace.data);
   const int64_t T = in.q.size(1);
-  a.wu_in_recurrence = wu_in_recurrence(p);
-  if (!a.wu_in_recurrence) a.u = {base + ws.u, T * ws.HV * ws.V, ws.HV * ws.V, ws.V};
+  a.wu_in_recurrence = ws.wu;
+  if (!ws.wu) a.u = {base + ws.u, T * ws.HV * ws.V, ws.HV * ws.V, ws.V};
   if (p.intermediates.data) {  // a training forward: the WY pieces, T, v_new and start states kept
     gdn::BufferLayout at;
     gdn::Intermediates(in, at).point(a, static_cast<char*>(p.intermediates.data));

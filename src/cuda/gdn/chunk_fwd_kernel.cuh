@@ -115,12 +115,18 @@ cudaError_t launch_wy(const ChunkFwdArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// One recurrence kernel (gdn_chunk_fwd_kernel<T, mode> with T::kThreads, or gdn_chunk_fwd_wu_kernel<T>
+// with T::kThreadsWu), a CTA per item.
+template <auto kKernel, class T>
+cudaError_t launch_recurrence(int threads, const ChunkFwdArgs& a, int64_t items, cudaStream_t stream) {
+  const cudaError_t ok = ensure_dynamic_smem<kKernel>(T::kSmemBytes);
+  if (ok != cudaSuccess) return ok;
+  kKernel<<<static_cast<unsigned>(items), threads, T::kSmemBytes, stream>>>(recurrence_params<T>(a));
+  return cudaGetLastError();
+}
 template <class T, Recurrence kMode>
 cudaError_t launch_recurrence(const ChunkFwdArgs& a, int64_t items, cudaStream_t stream) {
-  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_fwd_kernel<T, kMode>>(T::kSmemBytes);
-  if (ok != cudaSuccess) return ok;
-  gdn_chunk_fwd_kernel<T, kMode><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(recurrence_params<T>(a));
-  return cudaGetLastError();
+  return launch_recurrence<gdn_chunk_fwd_kernel<T, kMode>, T>(T::kThreads, a, items, stream);
 }
 
 template <class Element, int kDK>
@@ -136,10 +142,7 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
         const cudaError_t ok = launch_wy<T, true, true>(a, stream);
         if (ok != cudaSuccess) return ok;
       }
-      const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_fwd_wu_kernel<T>>(T::kSmemBytes);
-      if (ok != cudaSuccess) return ok;
-      gdn_chunk_fwd_wu_kernel<T><<<static_cast<unsigned>(items), T::kThreadsWu, T::kSmemBytes, stream>>>(recurrence_params<T>(a));
-      return cudaGetLastError();
+      return launch_recurrence<gdn_chunk_fwd_wu_kernel<T>, T>(T::kThreadsWu, a, items, stream);
     }
   }
   if (a.wu_in_recurrence) return cudaErrorInvalidValue;

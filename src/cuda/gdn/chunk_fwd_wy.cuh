@@ -178,7 +178,23 @@ struct WyChunk {
     });
   }
 
-  // kTPairs: Tu and Tw (as build_operand in run() forms them, the same 16-bit values) side by
+  // Row r's pair of columns (c, c + 1) of both WY operands, in 16 bits, from T0 (sT) and the
+  // chunk's gates (gamma_r, exp_gamma_r: row r's): .x = Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c)
+  // (only r >= c: above the diagonal T0 is 0 and the exponent could overflow), .y = Tw_rc =
+  // T0_rc beta_c n_c exp(gamma_r) (w = Tw K of K's rows as loaded). One function for both so T0
+  // and beta are read once where both are wanted; a caller using one half leaves the other dead.
+  CUTE_DEVICE uint2 t_pairs(const float* sT, int r, int c, float gamma_r, float exp_gamma_r) const {
+    auto& sm = chunk_smem<typename T::WyStorage>();
+    const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kLdT + c]);
+    const float2 bc = *reinterpret_cast<const float2*>(&sm.beta[c]);
+    const float2 gc = *reinterpret_cast<const float2*>(&sm.gamma[c]);
+    const float2 nc = *reinterpret_cast<const float2*>(&sm.knorm[c]);
+    return {pack2<Element>(c <= r ? t0.x * bc.x * ex2(gamma_r - gc.x) : 0.f,
+                           c + 1 <= r ? t0.y * bc.y * ex2(gamma_r - gc.y) : 0.f),
+            pack2<Element>(t0.x * bc.x * nc.x * exp_gamma_r, t0.y * bc.y * nc.y * exp_gamma_r)};
+  }
+
+  // kTPairs: Tu and Tw (t_pairs: the values run() would multiply by V and K) side by
   // side as [C, 2C] rows in V's unused tile, then out to w's workspace rows (store_rows). Rows
   // past the sequence end are zeros (beta = 0 there), and are not written.
   template <class Coords>
@@ -190,13 +206,9 @@ struct WyChunk {
     CUTE_UNROLL
     for (int i = 0; i < size(cS); i += 2) {
       const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = (r - r0) / 8;
-      const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kLdT + c]);
-      const float2 bc = *reinterpret_cast<const float2*>(&sm.beta[c]);
-      const float2 gc = *reinterpret_cast<const float2*>(&sm.gamma[c]);
-      const float2 nc = *reinterpret_cast<const float2*>(&sm.knorm[c]);
-      st_shared(&sTp(r, c), pack2<Element>(c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f,
-                                           c + 1 <= r ? t0.y * bc.y * ex2(gamma_r[h] - gc.y) : 0.f));
-      st_shared(&sTp(r, kC + c), pack2<Element>(t0.x * bc.x * nc.x * exp_gamma_r[h], t0.y * bc.y * nc.y * exp_gamma_r[h]));
+      const uint2 tuw = t_pairs(sT, r, c, gamma_r[h], exp_gamma_r[h]);
+      st_shared(&sTp(r, c), tuw.x);
+      st_shared(&sTp(r, kC + c), tuw.y);
     }
     cutlass::arch::fence_view_async_shared();  // this thread's writes, before the TMA store reads them
     sync();
@@ -267,9 +279,7 @@ struct WyChunk {
       return;
     }
 
-    // A operands, one at a time: Tu_rc = T0_rc beta_c exp(gamma_r - gamma_c) (only r >= c: above
-    // the diagonal T0 is 0 and the exponent could overflow), then Tw_rc = T0_rc beta_c n_c exp(gamma_r)
-    // (w = Tw K of the rows as loaded).
+    // A operands, one at a time: Tu, then Tw (t_pairs).
     // Register p of an operand holds what register p of the accumulator layout (tKK's) would: the
     // pair (i, i + 1) is one 32-bit register.
     auto build_operand = [&](auto& rA, bool u) {
@@ -277,16 +287,8 @@ struct WyChunk {
       CUTE_UNROLL
       for (int i = 0; i < size(tKK); i += 2) {
         const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = half(i), p = tKK.layout()(i) / 2;
-        const float2 t0 = *reinterpret_cast<const float2*>(&sT[r * kLdT + c]);
-        const float2 bc = *reinterpret_cast<const float2*>(&sm.beta[c]);
-        if (u) {
-          const float2 gc = *reinterpret_cast<const float2*>(&sm.gamma[c]);
-          pairs[p] = pack2<Element>(c <= r ? t0.x * bc.x * ex2(gamma_r[h] - gc.x) : 0.f,
-                                    c + 1 <= r ? t0.y * bc.y * ex2(gamma_r[h] - gc.y) : 0.f);
-        } else {
-          const float2 nc = *reinterpret_cast<const float2*>(&sm.knorm[c]);
-          pairs[p] = pack2<Element>(t0.x * bc.x * nc.x * exp_gamma_r[h], t0.y * bc.y * nc.y * exp_gamma_r[h]);
-        }
+        const uint2 tuw = t_pairs(sT, r, c, gamma_r[h], exp_gamma_r[h]);
+        pairs[p] = u ? tuw.x : tuw.y;
       }
     };
 
