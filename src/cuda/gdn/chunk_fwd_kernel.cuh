@@ -30,7 +30,7 @@
 namespace attnkit::cuda::gdn {
 
 template <class T, bool kTma, bool kTPairs>
-__global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_kernel(CUTE_GRID_CONSTANT const WyParams<T> p) {
+__global__ void __launch_bounds__(T::kWyThreads, kTPairs ? T::kWyTPairsCtasPerSm : T::kWyCtasPerSm) gdn_chunk_wy_kernel(CUTE_GRID_CONSTANT const WyParams<T> p) {
   const ChunkFwdArgs& a = p.a;
   const ChunkSlot slot(a, blockIdx.x);
   if (!slot.live) return;
@@ -108,10 +108,11 @@ WyParams<T> wy_params(const ChunkFwdArgs& a) {
 
 template <class T, bool kTma, bool kTPairs = false>
 cudaError_t launch_wy(const ChunkFwdArgs& a, cudaStream_t stream) {
-  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_wy_kernel<T, kTma, kTPairs>>(T::kWySmemBytes);
+  constexpr int smem = kTPairs ? T::kWyTPairsSmemBytes : T::kWySmemBytes;
+  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_wy_kernel<T, kTma, kTPairs>>(smem);
   if (ok != cudaSuccess) return ok;
   const dim3 grid(static_cast<unsigned>(a.wy_slots), static_cast<unsigned>(a.HV));
-  gdn_chunk_wy_kernel<T, kTma, kTPairs><<<grid, T::kWyThreads, T::kWySmemBytes, stream>>>(wy_params<T>(a));
+  gdn_chunk_wy_kernel<T, kTma, kTPairs><<<grid, T::kWyThreads, smem, stream>>>(wy_params<T>(a));
   return cudaGetLastError();
 }
 

@@ -106,17 +106,24 @@ struct ChunkFwdTraits {
     cutlass::arch::ClusterTransactionBarrier rows_landed[kStages];  // the stage's TMA bytes (a.vec16)
   };
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
+  // V's tile comes last: the [Tu | Tw] instantiation (chunk_fwd_wu.cuh's WY half) reads no V and
+  // writes its rows into K's tile, so its dynamic shared memory stops where V's tile starts
+  // (kWyTPairsSmemBytes) and 5 of its CTAs fit an SM.
   struct WyStorage {
-    cute::array_aligned<Element, kC * kDK, 1024> k, v;
+    cute::array_aligned<Element, kC * kDK, 1024> k;
     cute::array_aligned<float, kC * kLdT, 1024> t;  // L, then T0: [C, kLdT] (chunk_fwd_solve.cuh)
     cute::array_aligned<float, kSolveScratchFloats, 128> scratch;  // the inversion's 16 x 16 blocks
     float gamma[kC], beta[kC];
     alignas(8) float knorm[kC];  // K's rows' inverse norms (1 without the in-op l2norm)
     cutlass::arch::ClusterTransactionBarrier rows_landed;  // K's and V's TMA bytes (a.vec16)
     int seq, chunk;  // the CTA's (n, j), read back for the stores instead of kept in registers
+    cute::array_aligned<Element, kC * kDK, 1024> v;
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static constexpr int kWySmemBytes = sizeof(WyStorage);
+  static constexpr int kWyTPairsSmemBytes = offsetof(WyStorage, v);
+  static constexpr int kWyTPairsCtasPerSm = 5;
+  static_assert(kWyTPairsCtasPerSm * (kWyTPairsSmemBytes + 1024) <= 228 * 1024, "WY [Tu | Tw] CTAs per SM");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
   static_assert(kWyCtasPerSm * (kWySmemBytes + 1024) <= 228 * 1024, "WY CTAs per SM");
   static_assert(kC == 64, "WorkItem (chunk_fwd_args.cuh) counts chunks of 64 tokens");

@@ -194,15 +194,16 @@ struct WyChunk {
             pack2<Element>(t0.x * bc.x * nc.x * exp_gamma_r, t0.y * bc.y * nc.y * exp_gamma_r)};
   }
 
-  // kTPairs: Tu and Tw (t_pairs: the values run() would multiply by V and K) side by
-  // side as [C, 2C] rows in V's unused tile, then out to w's workspace rows (store_rows). Rows
-  // past the sequence end are zeros (beta = 0 there), and are not written.
+  // kTPairs: Tu and Tw (t_pairs: the values run() would multiply by V and K) side by side as
+  // [C, 2C] rows in K's tile (K K^T and K's norms are done with it; V's tile is not in this
+  // instantiation's shared memory), then out to w's workspace rows (store_rows). Rows past the
+  // sequence end are zeros (beta = 0 there), and are not written.
   template <class Coords>
   CUTE_DEVICE void store_t_pairs(const float* sT, const Coords& cS, int r0, const float (&gamma_r)[2],
                                  const float (&exp_gamma_r)[2]) const {
     static_assert(2 * kC == kDK, "[Tu | Tw] rows fill a [C, DK] tile");
     auto& sm = chunk_smem<typename T::WyStorage>();
-    Tensor sTp = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{});  // [C, 2C]
+    Tensor sTp = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});  // [C, 2C]
     CUTE_UNROLL
     for (int i = 0; i < size(cS); i += 2) {
       const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = (r - r0) / 8;
@@ -212,7 +213,7 @@ struct WyChunk {
     }
     cutlass::arch::fence_view_async_shared();  // this thread's writes, before the TMA store reads them
     sync();
-    store_rows(make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{}), a.w, p.tma_w, p.shape_w);
+    store_rows(sTp, a.w, p.tma_w, p.shape_w);
     if (tid == 0) tma_store_wait<0>();
   }
 
