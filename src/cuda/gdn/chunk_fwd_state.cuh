@@ -141,10 +141,12 @@ struct StateWarpgroup {
           attn::gemm_zero<false>(mma_s, tS_K, tS_Q, tS);
         }
       }
+      // u^T, 16-bit pairs in tV's order, read while the GEMMs run: read after them, the
+      // ldmatrix waited behind their shared-memory reads (ncu, v8 at B4: ~200 cycles a chunk).
+      uint32_t u2[kVPairs];
+      load_transposed(u2, sUt);
       if constexpr (output) warpgroup_wait<1>();  // V'^T, O^T
       else warpgroup_wait<0>();
-      uint32_t u2[kVPairs];  // u^T, 16-bit pairs in tV's order; read now that H^T's copy is dead
-      load_transposed(u2, sUt);
       const float* gate = sm.gate[s][1];  // D's factor per row: n_k exp(gamma_last - gamma), 0 past the end
       CUTE_UNROLL
       for (int p = 0; p < kVPairs; ++p) {  // v_new^T = u^T - V'^T; pair p is columns c, c + 1
@@ -170,15 +172,21 @@ struct StateWarpgroup {
         const float* gamma = sm.gamma[s];
         const float* q_factor = sm.gate[s][2];
         const float* k_factor = sm.gate[s][3];
+        // Aqk^T = scale tril(Q K^T)^T Gamma^T (diagonal included), n_q n_k: in place over S^T's
+        // accumulator first, then stored. Not in one loop: each store's memory clobber made the
+        // compiler re-read every gate factor after it, and the pass ran one dependent
+        // load -> ex2 -> multiply chain per pair (ncu, v8 at B4: ~40% of the state's time).
         CUTE_UNROLL
-        for (int i = 0; i < size(tS); i += 2) {  // Aqk^T = scale tril(Q K^T)^T Gamma^T (diagonal included), n_q n_k
+        for (int i = 0; i < size(tS); i += 2) {
           const int r = get<0>(cS(i)), c = get<1>(cS(i));  // key r, queries c and c + 1
           const float g_r = gamma[r], n_r = k_factor[r];
           const float2 f = *reinterpret_cast<const float2*>(&q_factor[c]);
-          const float a0 = r <= c ? tS(i) * n_r * f.x * ex2(gamma[c] - g_r) : 0.f;
-          const float a1 = r <= c + 1 ? tS(i + 1) * n_r * f.y * ex2(gamma[c + 1] - g_r) : 0.f;
-          st_shared(&sAqk(r, c), pack2<Element>(a0, a1));
+          const float2 g_c = *reinterpret_cast<const float2*>(&gamma[c]);
+          tS(i) = r <= c ? tS(i) * n_r * f.x * ex2(g_c.x - g_r) : 0.f;
+          tS(i + 1) = r <= c + 1 ? tS(i + 1) * n_r * f.y * ex2(g_c.y - g_r) : 0.f;
         }
+        CUTE_UNROLL
+        for (int i = 0; i < size(tS); i += 2) st_shared(&sAqk(get<0>(cS(i)), get<1>(cS(i))), pack2<Element>(tS(i), tS(i + 1)));
         const float* o_scale = sm.gate[s][0];  // O's factor per query row: scale n_q exp(gamma)
         CUTE_UNROLL
         for (int i = 0; i < size(tO); i += 2) {

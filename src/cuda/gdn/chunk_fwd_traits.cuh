@@ -98,7 +98,7 @@ struct ChunkFwdTraits {
     cute::array_aligned<Element, kDK * kBV, 1024> h;      // the state's 16-bit copy [DK, BV], for the backward
     cute::array_aligned<Element, kC * kBV, 1024> vnew;    // v_new [C, BV], for the backward
     cute::array_aligned<Element, kC * kC, 1024> aqk;      // Aqk^T [C keys, C queries]
-    float gamma[kStages][kC];  // in-chunk cumulative log-decay, in log2 units (exp(x) = ex2(x log2 e))
+    alignas(8) float gamma[kStages][kC];  // in-chunk cumulative log-decay, in log2 units (exp(x) = ex2(x log2 e))
     // Per row, from the loader (n_q, n_k: the in-op l2norm's inverse row norms, else 1):
     // [0] scale n_q exp(gamma) (O's columns), [1] n_k exp(gamma_last - gamma) (D's),
     // [2] scale n_q and [3] n_k (Aqk^T's columns and rows).
