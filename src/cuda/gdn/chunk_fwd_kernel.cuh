@@ -61,10 +61,10 @@ __global__ void __launch_bounds__(T::kThreadsWu, 1) gdn_chunk_fwd_wu_kernel(CUTE
     if (it.nchunks > 0) LoadWarpgroup<T, Recurrence::kOutput, true>{p, a, it, tid}.run();
   } else if (wg == 1) {
     cutlass::arch::warpgroup_reg_alloc<T::kStateRegsWu>();
-    StateWarpgroup<T, Recurrence::kOutput, T::kThreadsWu>{a, it, tid}.run();
+    StateWarpgroup<T, Recurrence::kOutput>{a, it, tid}.run();
   } else {
     cutlass::arch::warpgroup_reg_dealloc<T::kWuRegs>();
-    WuWarpgroup<T>{it, tid}.run();
+    WuWarpgroup<T>{a, it, tid}.run();
   }
 }
 

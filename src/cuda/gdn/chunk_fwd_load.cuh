@@ -1,8 +1,9 @@
 // src/cuda/gdn/chunk_fwd_load.cuh — warpgroup 0 of the recurrence kernel: streams each chunk's
 // rows of Q, K (the head's), w, u (this CTA's value columns) and gamma into the chunk's stage,
 // works out the state warpgroup's per-row factors (gates, and the in-op l2norm's inverse norms of
-// Q and K: the rows themselves stay as loaded), hands the stage to the state warpgroup and, once
-// that is done with it, writes the chunk's output rows (left in u's buffer) to `o`.
+// Q and K: the rows themselves stay as loaded; chunk_gate_factors), hands the stage to the state
+// warpgroup and, once that is done with it, writes the chunk's output rows (left in u's buffer)
+// to `o`.
 //
 // Chunk j's copies are issued two chunks ahead, so they land while chunks j-1 and j-2 compute: by
 // TMA (one thread, row_tma.cuh) when every row start is 16-byte aligned, else by cp.async
@@ -22,10 +23,36 @@
 
 namespace attnkit::cuda::gdn {
 
+// The state warpgroup's per-row factors of chunk j (chunk_fwd_traits.cuh, SharedStorage::gate),
+// once per row instead of once per element it holds, by the 128 threads of the warpgroup that
+// hands the stage over (the loader; with kWu the w / u warpgroup, whose GEMMs run meanwhile).
+// With the in-op l2norm, the rows' inverse norms go into the factors rather than into the rows:
+// thread r < 64 takes Q's row r (its factors 0 and 2), thread 64 + r K's row r (1 and 3).
+template <class T, Recurrence kMode>
+CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, int tid, int j) {
+  constexpr int kC = T::kC, kDK = T::kDK;
+  auto& sm = chunk_smem<typename T::SharedStorage>();
+  const int s = j % T::kStages, r = tid % kC;
+  const bool q_row = tid < kC;
+  float norm = 1.f;
+  if (a.l2norm && (q_row ? writes_output(kMode) : true)) {
+    Tensor sRows = make_tensor(make_smem_ptr(q_row ? sm.stage[s].q.data() : sm.stage[s].k.data()), typename T::LayoutRowsDK{});
+    norm = l2_inverse_norm<kDK, 1>(sRows, r, 0);
+  }
+  const float gamma = sm.gamma[s][r];
+  if (q_row) {
+    sm.gate[s][0][r] = a.scale * norm * ex2(gamma);
+    sm.gate[s][2][r] = a.scale * norm;
+  } else {  // D's factor 0 past the sequence end (the rows there are zeros)
+    sm.gate[s][1][r] = r < it.valid_rows(j) ? norm * ex2(sm.gamma[s][kC - 1] - gamma) : 0.f;
+    sm.gate[s][3][r] = norm;
+  }
+}
+
 // Without output (kStates): no Q to load, no rows to store. kWu: w's buffer takes [Tu | Tw] rows
 // and u's this CTA's columns of V (the TMA descriptors point there), for the w / u warpgroup
-// (chunk_fwd_wu.cuh), which gets the stage's rows first ("landed"); the state warpgroup's "full"
-// then waits for both (384 threads); always TMA.
+// (chunk_fwd_wu.cuh), which gets the stage's rows ("landed"), works out the row factors and hands
+// the stage to the state warpgroup itself ("full"); always TMA.
 template <class T, Recurrence kMode, bool kWu = false>
 struct LoadWarpgroup {
   using Element = typename T::Element;
@@ -94,29 +121,6 @@ struct LoadWarpgroup {
                           a.o_vec16);
   }
 
-  // The state warpgroup's per-row factors of chunk j (chunk_fwd_traits.cuh, SharedStorage::gate),
-  // once per row instead of once per element it holds. With the in-op l2norm, the rows' inverse
-  // norms go into the factors rather than into the rows: thread r < 64 takes Q's row r (its
-  // factors 0 and 2), thread 64 + r K's row r (1 and 3).
-  CUTE_DEVICE void gate_factors(int j) {
-    auto& sm = chunk_smem<typename T::SharedStorage>();
-    const int s = j % T::kStages, r = tid % kC;
-    const bool q_row = tid < kC;
-    float norm = 1.f;
-    if (a.l2norm && (q_row ? writes_output(kMode) : true)) {
-      Tensor sRows = make_tensor(make_smem_ptr(q_row ? sm.stage[s].q.data() : sm.stage[s].k.data()), typename T::LayoutRowsDK{});
-      norm = l2_inverse_norm<kDK, 1>(sRows, r, 0);
-    }
-    const float gamma = sm.gamma[s][r];
-    if (q_row) {
-      sm.gate[s][0][r] = a.scale * norm * ex2(gamma);
-      sm.gate[s][2][r] = a.scale * norm;
-    } else {  // D's factor 0 past the sequence end (the rows there are zeros)
-      sm.gate[s][1][r] = r < it.valid_rows(j) ? norm * ex2(sm.gamma[s][kC - 1] - gamma) : 0.f;
-      sm.gate[s][3][r] = norm;
-    }
-  }
-
   CUTE_DEVICE void run() {
     const int n = it.nchunks;
     auto& sm = chunk_smem<typename T::SharedStorage>();
@@ -146,13 +150,13 @@ struct LoadWarpgroup {
         zero_rows_past_end(dk, bv, j);
         sync();  // gate_factors reads whole rows
       }
-      if constexpr (kWu) {  // the w / u warpgroup starts on the rows while the factors are worked out
-        cutlass::arch::fence_view_async_shared();
-        ChunkBarriers::arrive(ChunkBarriers::kLanded + s, 256);
+      cutlass::arch::fence_view_async_shared();  // the zeroed rows, before the WGMMAs read them
+      if constexpr (kWu) {
+        ChunkBarriers::arrive(ChunkBarriers::kLanded + s, 256);  // the w / u warpgroup takes it from here
+      } else {
+        chunk_gate_factors<T, kMode>(a, it, tid, j);
+        ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
       }
-      gate_factors(j);
-      cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
-      ChunkBarriers::arrive(ChunkBarriers::kFull + s, kWu ? T::kThreadsWu : 256);  // with kWu the w / u warpgroup arrives too
 
       // Chunk j + 2 goes where chunk j - 1 was, once that chunk's output is out.
       if (j >= 1) store_output(j - 1);

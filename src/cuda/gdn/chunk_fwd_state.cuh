@@ -5,8 +5,9 @@
 //
 // Everything on the state's path is transposed so that both of its GEMMs take their left operand
 // from registers (RS): the state never goes through shared memory, and no barrier sits on the
-// chunk-to-chunk chain. Per chunk (stage published by the loader warpgroup, w and u computed by
-// the WY kernel), in issue order:
+// chunk-to-chunk chain. Per chunk (stage published by the loader warpgroup, or in
+// gdn_chunk_fwd_wu_kernel by the w / u warpgroup; w and u computed by the WY kernel or by that
+// warpgroup), in issue order:
 //   V'^T = H^T w^T;  O^T = H^T Q^T                      (RS, A = H^T's 16-bit copy, registers)
 //   S^T = K Q^T                                          (SS)
 //   v_new^T = u^T - V'^T;  H^T *= exp(gamma_last);  H^T += (D v_new)^T K   (RS, K read MN-major)
@@ -30,7 +31,7 @@
 
 namespace attnkit::cuda::gdn {
 
-template <class T, Recurrence kMode, int kFullThreads = 256>  // "full": the loader's (and the w / u warpgroup's) arrivals and ours
+template <class T, Recurrence kMode>
 struct StateWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
@@ -128,7 +129,7 @@ struct StateWarpgroup {
       Tensor sKt = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDKt{});  // [DK, C]
       Tensor sW = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDK{});    // [C, DK]
       Tensor sUt = make_tensor(make_smem_ptr(st.u.data()), typename T::LayoutRowsBVt{});  // [BV, C]: u^T, then O^T
-      ChunkBarriers::sync(ChunkBarriers::kFull + s, kFullThreads);
+      ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);  // the loader's (or the w / u warpgroup's) arrivals and ours
       // WGMMA groups complete in issue order: V'^T (the state's path) first.
       {
         Tensor tB_W = thr_v.partition_fragment_B(sW);

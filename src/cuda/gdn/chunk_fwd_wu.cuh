@@ -10,13 +10,16 @@
 // address per tile instead of an address per register pair:
 //   u^T = V^T Tu^T               [BV, C]   SS (V read MN-major; Tu, the first C columns of w's buffer)
 //   w^T = K^T Tw^T, in halves    [DK/2, C] SS (K read MN-major; Tw, the next C columns)
-// then u over V and w over [Tu | Tw] once every warp's GEMMs are done reading them; the state
-// warpgroup's "full" barrier waits for this warpgroup and the loader (its row factors), and the
-// state then sees exactly the WY kernel's w and u. Rows past the sequence end: Tu's and Tw's are zeros, V's zeroed by the loader, so
+// then u over V and w over [Tu | Tw] once every warp's GEMMs are done reading them. While the
+// GEMMs run it works out the state warpgroup's per-row factors (chunk_gate_factors, the loader's
+// job in the two-warpgroup kernel: ncu put them at half the loader's time, which bounded the
+// chunk step once the state's own pass got shorter); then "full" hands the stage to the state
+// warpgroup, which sees exactly the WY kernel's w and u. Rows past the sequence end: Tu's and Tw's are zeros, V's zeroed by the loader, so
 // u's and w's are zeros, as the WY kernel's were.
 #pragma once
 #include "src/cuda/attention/mma.cuh"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_load.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 #include "src/cuda/gdn/transposed_fragments.cuh"
 
@@ -27,6 +30,7 @@ struct WuWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
   static_assert(2 * kC == kDK, "[Tu | Tw] fill w's [C, DK] buffer");
+  const ChunkFwdArgs& a;
   const WorkItem& it;
   int tid;  // 0..127
 
@@ -51,6 +55,7 @@ struct WuWarpgroup {
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(sVt), thr.partition_fragment_B(sTu), tU);
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(local_tile(sKt, Tile{}, make_coord(0, 0))), thr.partition_fragment_B(sTw), tW0);
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(local_tile(sKt, Tile{}, make_coord(1, 0))), thr.partition_fragment_B(sTw), tW1);
+      chunk_gate_factors<T, Recurrence::kOutput>(a, it, tid, j);  // while the GEMMs run
       warpgroup_wait<0>();
       ChunkBarriers::sync(ChunkBarriers::kWu, 128);  // every warp's reads of Tu, Tw, V are done
       auto store = [&](const auto& acc, auto&& tile) {
@@ -63,7 +68,7 @@ struct WuWarpgroup {
       store(tW0, local_tile(sWt, Tile{}, make_coord(0, 0)));
       store(tW1, local_tile(sWt, Tile{}, make_coord(1, 0)));
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read them
-      ChunkBarriers::arrive(ChunkBarriers::kFull + s, T::kThreadsWu);  // with the loader's, for the state warpgroup
+      ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);  // the stage, with its row factors, to the state warpgroup
     }
   }
 };
