@@ -204,12 +204,23 @@ struct WyChunk {
     static_assert(2 * kC == kDK, "[Tu | Tw] rows fill a [C, DK] tile");
     auto& sm = chunk_smem<typename T::WyStorage>();
     Tensor sTp = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});  // [C, 2C]
+    // A batch of pairs first, then their stores: a store's memory clobber would have the gates
+    // and T0 re-read after it. (All 16 pairs at once spill at 96 registers.)
+    constexpr int kBatch = 8;
     CUTE_UNROLL
-    for (int i = 0; i < size(cS); i += 2) {
-      const int r = get<0>(cS(i)), c = get<1>(cS(i)), h = (r - r0) / 8;
-      const uint2 tuw = t_pairs(sT, r, c, gamma_r[h], exp_gamma_r[h]);
-      st_shared(&sTp(r, c), tuw.x);
-      st_shared(&sTp(r, kC + c), tuw.y);
+    for (int i0 = 0; i0 < size(cS); i0 += 2 * kBatch) {
+      uint2 tuw[kBatch];
+      CUTE_UNROLL
+      for (int b = 0; b < kBatch; ++b) {
+        const int r = get<0>(cS(i0 + 2 * b)), c = get<1>(cS(i0 + 2 * b)), h = (r - r0) / 8;
+        tuw[b] = t_pairs(sT, r, c, gamma_r[h], exp_gamma_r[h]);
+      }
+      CUTE_UNROLL
+      for (int b = 0; b < kBatch; ++b) {
+        const int r = get<0>(cS(i0 + 2 * b)), c = get<1>(cS(i0 + 2 * b));
+        st_shared(&sTp(r, c), tuw[b].x);
+        st_shared(&sTp(r, kC + c), tuw[b].y);
+      }
     }
     cutlass::arch::fence_view_async_shared();  // this thread's writes, before the TMA store reads them
     sync();
@@ -263,15 +274,21 @@ struct WyChunk {
     const float exp_gamma_r[2] = {ex2(gamma_r[0]), ex2(gamma_r[1])};
 
     // L = strict_lower(diag(beta n) K K^T diag(n)) as fp32 [C][C], then T0 in place.
+    // In place over the accumulator first, then stored: in one loop the compiler, unable to tell
+    // sT from knorm, re-read knorm after every store (ncu, v9b at B4: 8.5% of the kernel's samples
+    // on this loop, short scoreboard).
     float* sT = sm.t.data();
     CUTE_UNROLL
     for (int i = 0; i < size(tKK); i += 2) {
       const int r = get<0>(cS(i)), c = get<1>(cS(i));
       const float b = beta_n_r[half(i)];
       const float2 nc = *reinterpret_cast<const float2*>(&sm.knorm[c]);
-      *reinterpret_cast<float2*>(&sT[r * kLdT + c]) =
-          make_float2(c < r ? b * tKK(i) * nc.x : 0.f, c + 1 < r ? b * tKK(i + 1) * nc.y : 0.f);
+      tKK(i) = c < r ? b * tKK(i) * nc.x : 0.f;
+      tKK(i + 1) = c + 1 < r ? b * tKK(i + 1) * nc.y : 0.f;
     }
+    CUTE_UNROLL
+    for (int i = 0; i < size(tKK); i += 2)
+      *reinterpret_cast<float2*>(&sT[get<0>(cS(i)) * kLdT + get<1>(cS(i))]) = make_float2(tKK(i), tKK(i + 1));
     sync();
     invert_unit_lower_64(sT, sm.scratch.data(), [] { sync(); });
     if (a.tmat.ptr) store_t(sT, sm.gamma);
