@@ -84,6 +84,7 @@ ChunkFwdParams<T> recurrence_params(const ChunkFwdArgs& a) {
   p.tma_k = make_rows_tma<Element, typename T::LayoutRowsDK>(a.k, p.shape_qk);
   p.tma_w = make_rows_tma<Element, typename T::LayoutRowsDK>(a.w, p.shape_w);
   p.tma_u = make_rows_tma<Element, typename T::LayoutRowsBV>(a.wu_in_recurrence ? a.v : a.u, p.shape_u);
+  if (a.o.ptr && a.o_vec16) p.tma_o = make_rows_tma_store<Element, typename T::LayoutRowsBV>(a.o, p.shape_u);
   return p;
 }
 

@@ -80,6 +80,7 @@ struct LoadWarpgroup {
         constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads first
+        if constexpr (writes_output(kMode)) tma_store_wait<0>();  // and the output's TMA store (store_output)
         sm.rows_landed[s].arrive_and_expect_tx(kTmaBytes);
         if constexpr (writes_output(kMode)) issue_rows_box(p.tma_q, get<0>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_k, get<1>(boxes), j, s * kStageElems, bar);
@@ -110,15 +111,27 @@ struct LoadWarpgroup {
     bv.zero_from(at(st.u.data()), valid);
   }
 
-  // Once the state warpgroup is done with chunk j: its output rows, from u's buffer, to o.
+  // Once the state warpgroup is done with chunk j: its output rows, from u's buffer, to o. A
+  // whole chunk with TMA rows goes by one TMA store from thread 0 (load_chunk's TMA into the
+  // stage then waits for it to have read the tile); a tail chunk row by row by every thread (a
+  // box would write into the next sequence's rows).
   CUTE_DEVICE void store_output(int j) {
     const int s = j % T::kStages;
     ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
     if constexpr (!writes_output(kMode)) return;
-    Tensor sO = make_tensor(make_smem_ptr(chunk_smem<typename T::SharedStorage>().stage[s].u.data()),
-                            typename T::LayoutRowsBV{});  // [C, BV]
-    store_chunk_rows<kBV>(sO, static_cast<Element*>(a.o.ptr) + it.vb * kBV, a.o, it, int64_t(j) * kC, it.hv, it.valid_rows(j),
-                          a.o_vec16);
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    const int valid = it.valid_rows(j);
+    if ((kWu || a.vec16) && a.o_vec16 && valid == kC) {
+      if (tid == 0) {
+        constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
+        const auto box = rows_boxes<typename T::LayoutRowsBV>(p.tma_o, p.shape_u, it, it.hv, it.vb, sm.stage[0].u.data());
+        copy(p.tma_o, make_tensor(get<1>(box).data() + s * kStageElems, get<1>(box).layout()), get<0>(box)(_, j));
+        tma_store_arrive();
+      }
+      return;
+    }
+    Tensor sO = make_tensor(make_smem_ptr(sm.stage[s].u.data()), typename T::LayoutRowsBV{});  // [C, BV]
+    store_chunk_rows<kBV>(sO, static_cast<Element*>(a.o.ptr) + it.vb * kBV, a.o, it, int64_t(j) * kC, it.hv, valid, a.o_vec16);
   }
 
   CUTE_DEVICE void run() {
@@ -167,6 +180,7 @@ struct LoadWarpgroup {
       cp_async_commit();
     }
     store_output(n - 1);
+    if (tid == 0) tma_store_wait<0>();  // the tile stays readable until the store has read it
   }
 };
 

@@ -216,6 +216,7 @@ struct StateWarpgroup {
         CUTE_UNROLL
         for (int p = 0; p < kVPairs; ++p) o2[p] = pack2<Element>(tO(2 * p), tO(2 * p + 1));
         store_transposed(o2, sUt);  // u is consumed: its buffer takes O for the loader
+        cutlass::arch::fence_view_async_shared();  // the loader may store it by TMA
       }
       ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
       if constexpr (keep) keep_for_backward(j + 1);

@@ -86,6 +86,7 @@ struct ChunkFwdTraits {
 
   using TmaRowsDK = RowsTma<Element, LayoutRowsDK>;  // row_tma.cuh: Q, K, w
   using TmaRowsBV = RowsTma<Element, LayoutRowsBV>;  // u
+  using TmaRowsBVStore = RowsTmaStore<Element, LayoutRowsBV>;  // o
 
   // The recurrence kernel's buffers for one chunk: rows of Q, K, w and u (this CTA's columns);
   // u's buffer then holds the chunk's output rows until the loader writes them out.
@@ -137,6 +138,7 @@ struct ChunkFwdParams {
   RowsShape shape_qk, shape_w, shape_u;  // (t, d, head, batch) of q / k, w, u
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_u;
+  typename T::TmaRowsBVStore tma_o;  // built when a.vec16 and a.o_vec16 (o's rows, shaped as u's)
 };
 
 // The WY kernel's parameters: the arguments, TMA loads of K and V rows (built when a.vec16; by
