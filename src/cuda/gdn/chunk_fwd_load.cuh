@@ -80,11 +80,13 @@ struct LoadWarpgroup {
         constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads first
-        if constexpr (writes_output(kMode)) tma_store_wait<0>();  // and the output's TMA store (store_output)
         sm.rows_landed[s].arrive_and_expect_tx(kTmaBytes);
         if constexpr (writes_output(kMode)) issue_rows_box(p.tma_q, get<0>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_k, get<1>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_w, get<2>(boxes), j, s * kStageElems, bar);
+        // u's buffer held the previous chunk's output: its TMA store (store_output) must have read
+        // it first; the other three boxes go out before that wait.
+        if constexpr (writes_output(kMode)) tma_store_wait<0>();
         issue_rows_box(p.tma_u, get<3>(boxes), j, s * kStageElems, bar);
       }
     } else if constexpr (!kWu) {
@@ -115,10 +117,12 @@ struct LoadWarpgroup {
   // whole chunk with TMA rows goes by one TMA store from thread 0 (load_chunk's TMA into the
   // stage then waits for it to have read the tile); a tail chunk row by row by every thread (a
   // box would write into the next sequence's rows).
-  CUTE_DEVICE void store_output(int j) {
+  // Returns whether this warpgroup's threads read the tile (the generic path): then they must
+  // all be done before the stage is refilled.
+  CUTE_DEVICE bool store_output(int j) {
     const int s = j % T::kStages;
     ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
-    if constexpr (!writes_output(kMode)) return;
+    if constexpr (!writes_output(kMode)) return false;
     auto& sm = chunk_smem<typename T::SharedStorage>();
     const int valid = it.valid_rows(j);
     if ((kWu || a.vec16) && a.o_vec16 && valid == kC) {
@@ -128,10 +132,11 @@ struct LoadWarpgroup {
         copy(p.tma_o, make_tensor(get<1>(box).data() + s * kStageElems, get<1>(box).layout()), get<0>(box)(_, j));
         tma_store_arrive();
       }
-      return;
+      return false;
     }
     Tensor sO = make_tensor(make_smem_ptr(sm.stage[s].u.data()), typename T::LayoutRowsBV{});  // [C, BV]
     store_chunk_rows<kBV>(sO, static_cast<Element*>(a.o.ptr) + it.vb * kBV, a.o, it, int64_t(j) * kC, it.hv, valid, a.o_vec16);
+    return true;
   }
 
   CUTE_DEVICE void run() {
@@ -172,9 +177,9 @@ struct LoadWarpgroup {
       }
 
       // Chunk j + 2 goes where chunk j - 1 was, once that chunk's output is out.
-      if (j >= 1) store_output(j - 1);
+      const bool read_output = j >= 1 && store_output(j - 1);
       if (j + 2 < n) {
-        if (j >= 1) sync();  // every read of chunk j - 1's output is done
+        if (read_output) sync();  // every thread's read of chunk j - 1's output is done
         load_chunk(dk, bv, boxes, j + 2);
       }
       cp_async_commit();
