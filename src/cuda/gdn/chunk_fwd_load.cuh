@@ -166,7 +166,7 @@ struct LoadWarpgroup {
       sync();              // everyone's: a thread reads rows and gates that others copied
       if ((kWu || a.vec16) && it.valid_rows(j) < kC) {  // a sequence's last chunk: the boxes read on past its end
         zero_rows_past_end(dk, bv, j);
-        sync();  // gate_factors reads whole rows
+        sync();  // chunk_gate_factors (here or on the w / u warpgroup) reads whole rows
       }
       cutlass::arch::fence_view_async_shared();  // the zeroed rows, before the WGMMAs read them
       if constexpr (kWu) {
