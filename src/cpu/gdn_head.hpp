@@ -43,6 +43,13 @@ void gdn_recurrent_forward(const GdnHead<Acc>& x, Acc scale, Acc* o, Acc* h);
 template <class Acc>
 GdnHeadGrad<Acc> gdn_recurrent_backward(const GdnHead<Acc>& x, Acc scale, const Acc* do_, const Acc* dht);
 
+// The affine map of tokens [t0, t1) of one head (spec/gdn.md: a run of chunks' end state is
+// affine in its start state): end = M start + S, M [K, K] (what the run does to any start state:
+// the recurrence on the identity with v = 0), S [K, V] (the run from a zero state). The
+// reference for splitting a long sequence across CTAs and stitching the segments exactly.
+template <class Acc>
+void gdn_segment_affine(const GdnHead<Acc>& x, int64_t t0, int64_t t1, Acc* M, Acc* S);
+
 constexpr int64_t kGdnChunk = 64;
 
 }  // namespace attnkit::cpu

@@ -122,6 +122,32 @@ GdnHeadGrad<Acc> gdn_recurrent_backward(const GdnHead<Acc>& x, Acc scale, const 
   return r;
 }
 
+template <class Acc>
+void gdn_segment_affine(const GdnHead<Acc>& x, int64_t t0, int64_t t1, Acc* M, Acc* S) {
+  const int64_t K = x.K, V = x.V;
+  std::fill(M, M + K * K, Acc(0));
+  for (int64_t d = 0; d < K; ++d) M[d * K + d] = 1;
+  std::fill(S, S + K * V, Acc(0));
+  std::vector<Acc> u(static_cast<size_t>(V)), p(static_cast<size_t>(K));
+  for (int64_t t = t0; t < t1; ++t) {
+    step(x, t, S, u.data(), static_cast<Acc*>(nullptr));
+    // M's columns evolve as states with v = 0: h <- diag(e^g) h, then h <- h - beta k (h^T k)^T.
+    const Acc* k = x.k.data() + t * K;
+    for (int64_t d = 0; d < K; ++d) {
+      const Acc decay = std::exp(x.gate(t, d));
+      for (int64_t e = 0; e < K; ++e) M[d * K + e] *= decay;
+    }
+    for (int64_t e = 0; e < K; ++e) {
+      Acc s = 0;
+      for (int64_t d = 0; d < K; ++d) s += M[d * K + e] * k[d];
+      p[e] = x.beta[t] * s;
+    }
+    for (int64_t d = 0; d < K; ++d)
+      for (int64_t e = 0; e < K; ++e) M[d * K + e] -= k[d] * p[e];
+  }
+}
+
+template void gdn_segment_affine<double>(const GdnHead<double>&, int64_t, int64_t, double*, double*);
 template void gdn_recurrent_forward<float>(const GdnHead<float>&, float, float*, float*);
 template void gdn_recurrent_forward<double>(const GdnHead<double>&, double, double*, double*);
 template GdnHeadGrad<float> gdn_recurrent_backward<float>(const GdnHead<float>&, float, const float*, const float*);

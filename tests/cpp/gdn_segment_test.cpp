@@ -1,0 +1,115 @@
+// tests/cpp/gdn_segment_test.cpp — the CPU reference of the segment split (spec/gdn.md: a run of
+// tokens maps its start state affinely, end = M start + S): M and S against the token recurrence
+// from random start states, and a sequence cut into segments stitched back to the whole run's
+// final state, for scalar and per-key gates, strong gates and gates of 0.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "src/cpu/gdn_head.hpp"
+
+namespace attnkit::cpu {
+namespace {
+
+GdnHead<double> random_head(int64_t T, int64_t K, int64_t V, int64_t gdim, double gate_scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> n01(0.0, 1.0);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  GdnHead<double> x;
+  x.T = T, x.K = K, x.V = V, x.gdim = gdim;
+  x.q.resize(T * K), x.k.resize(T * K), x.v.resize(T * V), x.g.resize(T * gdim), x.beta.resize(T);
+  for (int64_t t = 0; t < T; ++t) {
+    double norm = 0;
+    for (int64_t d = 0; d < K; ++d) norm += (x.k[t * K + d] = n01(rng)) * x.k[t * K + d];
+    for (int64_t d = 0; d < K; ++d) x.k[t * K + d] /= std::sqrt(norm);  // l2-normalised keys, as the op's option
+    for (int64_t d = 0; d < K; ++d) x.q[t * K + d] = n01(rng);
+    for (int64_t e = 0; e < V; ++e) x.v[t * V + e] = n01(rng);
+    for (int64_t d = 0; d < gdim; ++d) x.g[t * gdim + d] = -gate_scale * u01(rng);
+    x.beta[t] = u01(rng);
+  }
+  return x;
+}
+
+// The token recurrence over [t0, t1) from h (in place).
+void run(const GdnHead<double>& x, int64_t t0, int64_t t1, std::vector<double>& h) {
+  GdnHead<double> part = x;
+  const int64_t K = x.K, V = x.V, n = t1 - t0;
+  part.T = n;
+  part.q.assign(x.q.begin() + t0 * K, x.q.begin() + t1 * K);
+  part.k.assign(x.k.begin() + t0 * K, x.k.begin() + t1 * K);
+  part.v.assign(x.v.begin() + t0 * V, x.v.begin() + t1 * V);
+  part.g.assign(x.g.begin() + t0 * x.gdim, x.g.begin() + t1 * x.gdim);
+  part.beta.assign(x.beta.begin() + t0, x.beta.begin() + t1);
+  std::vector<double> o(static_cast<size_t>(n * V));
+  gdn_recurrent_forward(part, 1.0, o.data(), h.data());
+}
+
+double max_abs_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+struct Case {
+  int64_t gdim;
+  double gate_scale;
+};
+
+TEST(GdnSegmentAffine, EndStateIsAffineInTheStartState) {
+  const int64_t T = 150, K = 8, V = 6;
+  for (const Case c : {Case{1, 0.5}, Case{1, 0.0}, Case{1, 8.0}, Case{K, 1.0}}) {
+    SCOPED_TRACE("gdim=" + std::to_string(c.gdim) + " gate_scale=" + std::to_string(c.gate_scale));
+    const GdnHead<double> x = random_head(T, K, V, c.gdim, c.gate_scale, 7);
+    std::vector<double> M(K * K), S(K * V);
+    gdn_segment_affine(x, 37, 131, M.data(), S.data());
+    std::mt19937 rng(3);
+    std::normal_distribution<double> n01(0.0, 1.0);
+    for (int trial = 0; trial < 3; ++trial) {
+      std::vector<double> h(K * V);
+      for (double& e : h) e = n01(rng);
+      std::vector<double> expect = h;
+      run(x, 37, 131, expect);
+      std::vector<double> got(K * V, 0.0);
+      for (int64_t d = 0; d < K; ++d)
+        for (int64_t e = 0; e < V; ++e) {
+          double s = S[d * V + e];
+          for (int64_t j = 0; j < K; ++j) s += M[d * K + j] * h[j * V + e];
+          got[d * V + e] = s;
+        }
+      EXPECT_LE(max_abs_diff(got, expect), 1e-12);
+    }
+  }
+}
+
+TEST(GdnSegmentAffine, SegmentsStitchToTheWholeRun) {
+  const int64_t T = 200, K = 8, V = 6;
+  const GdnHead<double> x = random_head(T, K, V, 1, 0.02, 11);  // weak gates: M must carry the start state
+  std::vector<double> whole(K * V, 0.0);
+  for (double& e : whole) e = 0.25;  // a nonzero h0
+  std::vector<double> stitched = whole;
+  run(x, 0, T, whole);
+  const int64_t cuts[] = {0, 64, 65, 128, 200};  // chunk-aligned and not, and a 1-token segment
+  for (int s = 0; s + 1 < 5; ++s) {
+    std::vector<double> M(K * K), S(K * V), next(K * V);
+    gdn_segment_affine(x, cuts[s], cuts[s + 1], M.data(), S.data());
+    for (int64_t d = 0; d < K; ++d)
+      for (int64_t e = 0; e < V; ++e) {
+        double v = S[d * V + e];
+        for (int64_t j = 0; j < K; ++j) v += M[d * K + j] * stitched[j * V + e];
+        next[d * V + e] = v;
+      }
+    stitched = next;
+  }
+  EXPECT_LE(max_abs_diff(stitched, whole), 1e-12);
+  // An empty segment is the identity map.
+  std::vector<double> M(K * K), S(K * V);
+  gdn_segment_affine(x, 50, 50, M.data(), S.data());
+  for (int64_t d = 0; d < K; ++d)
+    for (int64_t e = 0; e < K; ++e) EXPECT_EQ(M[d * K + e], d == e ? 1.0 : 0.0);
+  for (double e : S) EXPECT_EQ(e, 0.0);
+}
+
+}  // namespace
+}  // namespace attnkit::cpu
