@@ -148,6 +148,7 @@ double run_case(const Case& c, int reps, const std::string& dump) {
   }
   p.out = rows_view(o, c, c.HV);
   p.final_state = TensorView::contiguous(ht, DType::kFloat32, dev, {N, c.HV, c.D, c.D});
+  if (const char* seg = std::getenv("PROBE_SEGMENTS")) p.num_segments = std::atoi(seg);  // the sequence split
   const size_t ws_bytes = cuda::gdn_forward_workspace_size(p);
   cudaMalloc(&ws, ws_bytes);
   p.workspace = {ws, ws_bytes};

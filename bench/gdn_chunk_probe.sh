@@ -13,7 +13,8 @@
 # CMake builds the same programs as the gdn_chunk_probe / gdn_chunk_bwd_probe targets.
 # Under ncu: PROBE_ONLY_BUILD=1 bash bench/gdn_chunk_probe.sh, then ncu ... $PROBE_DIR/<program> B T H 1
 # CUTLASS_INC overrides the CuTe headers' folder (default .deps/cutlass/..., installed from .whl/).
-# PROBE_NVCC_FLAGS adds nvcc flags (e.g. -lineinfo, for ncu's source view).
+# PROBE_NVCC_FLAGS adds nvcc flags (e.g. -lineinfo, for ncu's source view). The forward probe
+# reads PROBE_SEGMENTS at run time: GdnFwdParams::num_segments (0, automatic, when unset).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 probe=${PROBE:-fwd}
@@ -24,8 +25,8 @@ mkdir -p "$dir"
 cutlass=${CUTLASS_INC:-.deps/cutlass/cutlass_library/source/include}
 [ -f "$cutlass/cute/tensor.hpp" ] || python3 -m pip install -q --no-index --no-deps --target .deps/cutlass .whl/nvidia_cutlass-*.whl
 flags=(-gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr -std=c++17 -O3 ${PROBE_NVCC_FLAGS:-} ${VARIANT_INC:+-I"$VARIANT_INC"} -I. -Iinclude -I"$cutlass")
-srcs=(src/cuda/gdn/chunk_fwd_dispatch.cu src/api/checks.cpp "bench/$program.cu")
-[ "$probe" = bwd ] && srcs+=(src/cuda/gdn/chunk_bwd_dispatch.cu src/cuda/gdn/bwd_dhu_dispatch.cu src/cuda/runtime.cu)
+srcs=(src/cuda/gdn/chunk_fwd_dispatch.cu src/api/checks.cpp src/cuda/runtime.cu "bench/$program.cu")
+[ "$probe" = bwd ] && srcs+=(src/cuda/gdn/chunk_bwd_dispatch.cu src/cuda/gdn/bwd_dhu_dispatch.cu)
 for hd in 64 128; do
   for e in bfloat16_t:bf16 half_t:fp16; do
     f="$dir/gdn_chunk_fwd_${e#*:}_hd$hd.cu"

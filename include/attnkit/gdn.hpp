@@ -43,6 +43,12 @@ struct GdnFwdParams {
   // gdn_backward of the same inputs (GdnBwdParams::intermediates). Absent: inference, or a
   // backward that reruns the forward's kernels (less memory, more time).
   Workspace intermediates;
+  // The CUDA forward's sequence split: with too few (sequence, head) pairs to fill the GPU it
+  // cuts each sequence into segments that run side by side and are stitched exactly (spec/gdn.md,
+  // the affine composition). 0: chosen from the shape and the GPU's SM count; 1: never; n > 1:
+  // n segments (at most one a chunk of 64 tokens). Inference on dense batches only: with
+  // intermediates or cu_seqlens it is 1. The CPU backend ignores it.
+  int num_segments = 0;
   Stream stream = nullptr;
 };
 

@@ -134,6 +134,7 @@ Status validate(const GdnFwdParams& p) {
   if (p.final_state.defined())
     ATTNKIT_RETURN_IF_ERROR(check_state(p.final_state, "final_state", s.N, s, p.in.state_layout, dev, true));
   ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, p.in));
+  if (p.num_segments < 0) return InvalidArgument("num_segments: expected 0 (automatic), 1 (no split) or a segment count, got " + std::to_string(p.num_segments));
   return workspace(p.workspace, gdn_forward_workspace_size(p));
 }
 

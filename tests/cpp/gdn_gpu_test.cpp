@@ -184,17 +184,19 @@ TEST_F(GdnDecodeGpu, VarlenTokens) {
 struct ChunkOptions {
   int64_t row_pad = 0;          // > 0: q, k, v rows padded (the element-wise load path)
   DType h0_dtype = DType::kFloat32;
+  int num_segments = 0;         // GdnFwdParams::num_segments
 };
 
 // The chunked forward on the GPU: d's inputs to the device, its outputs (NaN-poisoned first) back
 // as o and ht (ht empty without a final state).
-void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::vector<double>& ht) {
+void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::vector<double>& ht, int num_segments = 0) {
   DeviceGdn g(d);
   g.out->poison();
   if (g.ht) g.ht->poison();
   GdnFwdParams p;
   p.in = gdn_inputs(c, g.dev);
   p.out = g.dev.out.view;
+  p.num_segments = num_segments;
   if (g.ht) p.final_state = g.dev.ht.view;
   const DeviceScratch ws(gdn_forward_workspace_size(p));  // the WY kernel's w, u, gamma
   p.workspace = ws.workspace();
@@ -220,7 +222,7 @@ void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
   if (c.h0 && opt.h0_dtype != d.h0.view.dtype) d.h0 = d.h0.to(opt.h0_dtype);
   std::vector<double> o_ref, ht_ref, o, h;
   gdn_oracle(c, d, o_ref, ht_ref);
-  ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h));
+  ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h, opt.num_segments));
   ASSERT_TRUE(all_finite(o)) << "unwritten or non-finite outputs";
   EXPECT_LT(rel_rms(o, o_ref), 0.005);
   if (!c.final_state) return;
@@ -391,6 +393,56 @@ TEST_F(GdnChunkGpu, VFirstStateFusedGateBetaLogitNoInitialState) {
 TEST_F(GdnChunkGpu, UnalignedRowsAndBf16InitialState) {
   GdnCase c = chunk_case(DType::kFloat16, 64, 100);
   check_chunk(c, {.row_pad = 4, .h0_dtype = DType::kBFloat16});
+}
+
+// The sequence split (chunk_fwd_split.cuh) forced on: segments from 2 to one a chunk (the
+// stitch runs from 3 on), a tail chunk in the last segment or none, both head dims and dtypes,
+// GVA with two sequences, h0 absent / fp32 / bf16, both layouts, the fused gate and logit beta,
+// strong gates, the element-wise load path, no final state.
+TEST_F(GdnChunkGpu, SegmentSplitIsExact) {
+  GdnCase base = chunk_case(DType::kBFloat16, 128, 1000);  // 16 chunks, the last of 40 tokens
+  for (int segments : {2, 3, 5, 16}) {
+    SCOPED_TRACE("segments=" + std::to_string(segments));
+    check_chunk(base, {.num_segments = segments});
+  }
+  GdnCase gva = chunk_case(DType::kFloat16, 64, 700);
+  gva.B = 2, gva.H = 1, gva.HV = 2;
+  check_chunk(gva, {.num_segments = 4});
+  GdnCase vk = chunk_case(DType::kBFloat16, 128, 640);  // 10 whole chunks
+  vk.layout = StateLayout::kVK;
+  vk.fused_gate = vk.beta_logit = true;
+  vk.h0 = false;
+  check_chunk(vk, {.num_segments = 3});
+  GdnCase strong = chunk_case(DType::kBFloat16, 64, 900);
+  strong.g_lo = -5.0, strong.g_hi = -1.0;
+  check_chunk(strong, {.num_segments = 4});
+  check_chunk(chunk_case(DType::kFloat16, 128, 500), {.row_pad = 4, .h0_dtype = DType::kBFloat16, .num_segments = 3});
+  GdnCase no_ht = chunk_case(DType::kBFloat16, 64, 300);
+  no_ht.final_state = false;
+  check_chunk(no_ht, {.num_segments = 3});
+}
+
+// One head of a long sequence: 2 chains on a GPU of 100+ SMs, so the forward splits the sequence
+// by itself (its workspace then holds the segments' fp32 starts and P^T, which is how the test
+// knows) and still matches the recurrence.
+TEST_F(GdnChunkGpu, FewHeadsSplitTheSequenceOnTheirOwn) {
+  GdnCase c = chunk_case(DType::kBFloat16, 128, 4096);
+  c.H = c.HV = 1;
+  {
+    ChunkCall call(c, 3);
+    const size_t automatic = gdn_forward_workspace_size(call.p);
+    call.p.num_segments = 1;
+    EXPECT_GE(automatic, gdn_forward_workspace_size(call.p) + 2 * 128 * 128 * 4) << "no split chosen";
+  }
+  check_chunk(c);
+}
+
+TEST_F(GdnChunkGpu, NegativeSegmentCountIsRefused) {
+  ChunkCall call(chunk_case(DType::kBFloat16, 64, 100), 5);
+  call.p.num_segments = -1;
+  const Status st = gdn_forward(call.p);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("num_segments"), std::string::npos) << st.message();
 }
 
 TEST_F(GdnChunkGpu, UnsupportedInputsAreRefused) {

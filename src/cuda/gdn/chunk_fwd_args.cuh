@@ -9,12 +9,13 @@
 namespace attnkit::cuda::gdn {
 
 // What the recurrence kernel produces: the output (inference); the output and what the backward
-// keeps (a training forward: each chunk's start state and v_new); or only the latter (the
-// backward's rerun of the forward when the forward kept nothing). A template parameter, so the
-// inference kernel carries no code for the others.
-enum class Recurrence { kOutput, kOutputAndStates, kStates };
-constexpr bool writes_output(Recurrence m) { return m != Recurrence::kStates; }
-constexpr bool keeps_states(Recurrence m) { return m != Recurrence::kOutput; }
+// keeps (a training forward: each chunk's start state and v_new); only the latter (the
+// backward's rerun of the forward when the forward kept nothing); or only the end state (the
+// sequence split's first pass, SegmentSplit). A template parameter, so the inference kernel
+// carries no code for the others.
+enum class Recurrence { kOutput, kOutputAndStates, kStates, kEnd };
+constexpr bool writes_output(Recurrence m) { return m == Recurrence::kOutput || m == Recurrence::kOutputAndStates; }
+constexpr bool keeps_states(Recurrence m) { return m == Recurrence::kOutputAndStates || m == Recurrence::kStates; }
 
 // [B, T, heads, D] 16-bit rows with unit last stride: element strides of (b, t, head).
 struct RowTensor {
@@ -26,6 +27,26 @@ struct RowTensor {
 struct StateTensor {
   AnyFloat data;  // data.ptr == nullptr: absent
   int64_t sn = 0, sh = 0, sk = 0, sv = 0;
+};
+
+// The sequence split (inference, dense batches; chunk_fwd_split.cuh): with too few (sequence,
+// value head) chains to fill the GPU, each sequence is cut into `count` segments of `chunks`
+// chunks (the last may be shorter), run side by side and stitched exactly (spec/gdn.md: a run's
+// end state is affine in its start, H_end = P^T H_start + R). Three launches:
+//   kEnds (Recurrence::kEnd) over segments 0 .. count - 2: segment 0 from h0, the others from 0,
+//     each writing its end state (start_1, or R) into the next slot of `starts`; segments >= 1 also
+//     run `extra_blocks` = DK / 64 "virtual" blocks of 64 value columns with u = 0 and the
+//     identity as start, whose end state is P^T (the chunks' product, spec/gdn.md's M), to `prods`;
+//   the stitch kernel: starts[s + 1] += prods[s] starts[s], s = 1 .. count - 2, in order;
+//   kOutputs (Recurrence::kOutput) over every segment from its start (h0 for segment 0), the last
+//     writing the final state.
+struct SegmentSplit {
+  enum Pass { kNone, kEnds, kOutputs };
+  Pass pass = kNone;
+  int chunks = 0, count = 1;  // chunks a segment, segments a sequence
+  int extra_blocks = 0;       // kEnds: P's 64-column blocks a (segment, head)
+  float* starts = nullptr;    // [N, count, HV, DK, V] fp32: slot s, segment s's start (s >= 1)
+  float* prods = nullptr;     // [N, count, HV, DK, DK] fp32: slot s, segment s's P^T (1 <= s <= count - 2)
 };
 
 struct ChunkFwdArgs {
@@ -57,6 +78,7 @@ struct ChunkFwdArgs {
   // Inference with TMA rows at DK = 2 x 64: the WY kernel writes [Tu | Tw] rows into w (u unused)
   // and the recurrence kernel forms w and u itself (chunk_fwd_wu.cuh).
   bool wu_in_recurrence = false;
+  SegmentSplit split;  // split.count > 1: the recurrence runs as segments (inference, dense)
 };
 
 // CTA `item` -> (sequence n, value head hv, value block vb), vb fastest so that the CTAs sharing
@@ -64,6 +86,7 @@ struct ChunkFwdArgs {
 // companions cu_seqlens, tokens, H, HV and v_blocks (ChunkFwdArgs, BwdDhuArgs).
 struct WorkItem {
   int n, hv, h, vb;
+  int seg = 0;  // the sequence split's segment (SegmentSplit; t0 and len are the segment's)
   int64_t b, t0, len;
   int nchunks;
   template <class Args>

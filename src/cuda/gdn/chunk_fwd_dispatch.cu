@@ -3,11 +3,13 @@
 #include <cuda_runtime.h>
 #include <cutlass/numeric_types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "src/cuda/gdn/api.hpp"
 #include "src/cuda/cuda_status.hpp"
+#include "src/cuda/runtime.hpp"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_host.hpp"
 #include "src/cuda/gdn/host_tensors.hpp"
@@ -93,6 +95,46 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
          gdn::rows_aligned(p.in.k, varlen, 16) && gdn::rows_aligned(p.in.v, varlen, 16);
 }
 
+// The sequence split (SegmentSplit, chunk_fwd_split.cuh): segments a sequence, 1 for none. A
+// cost model in units of one output-mode chunk step of a recurrence CTA (one CTA an SM): unsplit,
+// waves x chunks; split into S segments of L chunks, the first pass's waves x L x kEndStep (no
+// output: only the state's path), a stitch step per segment, two more launches, and the output
+// pass's waves x L. Split when that is under 85% of unsplit. At B1 H16 T8192 (32 chains of 128
+// chunks on 132 SMs) it picks 3 segments: 96 CTAs x 43 chunks in each pass.
+struct SplitPlan {
+  int count = 1, chunks = 0;
+};
+constexpr double kEndStep = 0.6, kStitchStep = 1.0, kLaunches = 3.0;
+
+SplitPlan plan_split(const GdnFwdParams& p) {
+  SplitPlan plan;
+  const GdnInputs& in = p.in;
+  if (p.num_segments == 1 || p.intermediates.data != nullptr || in.cu_seqlens.defined()) return plan;
+  const int64_t nchunks = (in.q.size(1) + 63) / 64, heads = in.q.size(0) * in.v.size(2);
+  const int64_t v_blocks = in.v.size(3) / 64, p_blocks = in.q.size(3) / 64, chains = heads * v_blocks;
+  if (nchunks < 2 || chains == 0) return plan;
+  auto of = [&](int64_t segments) {
+    SplitPlan s;
+    s.chunks = static_cast<int>((nchunks + segments - 1) / segments);
+    s.count = static_cast<int>((nchunks + s.chunks - 1) / s.chunks);
+    return s;
+  };
+  if (p.num_segments > 1) return of(std::min<int64_t>(p.num_segments, nchunks));
+  const int64_t sms = std::max(1, current_device_sm_count());
+  auto waves = [&](int64_t ctas) { return static_cast<double>((ctas + sms - 1) / sms); };
+  const double unsplit = waves(chains) * nchunks;
+  double best = 0.85 * unsplit;
+  for (int64_t segments = 2; segments <= 16 && segments <= nchunks; ++segments) {
+    const SplitPlan s = of(segments);
+    if (s.count < 2) continue;
+    const int64_t end_ctas = heads * (v_blocks + (s.count - 2) * (v_blocks + p_blocks));
+    const double t = waves(end_ctas) * s.chunks * kEndStep + (s.count - 2) * kStitchStep + kLaunches +
+                     waves(s.count * chains) * s.chunks;
+    if (t < best) best = t, plan = s;
+  }
+  return plan;
+}
+
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
 // u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned. With the
 // caller's intermediates (a training forward) w and gamma live there and only u here; with
@@ -100,7 +142,8 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
 struct ChunkWorkspace {
   int64_t rows = 0, HV = 0, K = 0, V = 0;
   bool wu = false;  // wu_in_recurrence(p): the one decision both the size and the launch follow
-  size_t w = 0, u = 0, gamma = 0, total = 0;
+  SplitPlan split;  // plan_split(p), likewise; then the segments' starts and P^T (fp32) too
+  size_t w = 0, u = 0, gamma = 0, starts = 0, prods = 0, total = 0;
   explicit ChunkWorkspace(const GdnFwdParams& p) {
     if (!check_supported(p).ok()) return;
     rows = p.in.q.size(0) * p.in.q.size(1);
@@ -111,9 +154,15 @@ struct ChunkWorkspace {
     gdn::BufferLayout at;
     const bool kept = p.intermediates.data != nullptr;
     if (!kept) w = at.take(rows * HV * K * e);
-    wu = wu_in_recurrence(p);
+    split = plan_split(p);
+    wu = split.count == 1 && wu_in_recurrence(p);
     if (!wu) u = at.take(rows * HV * V * e);
     if (!kept) gamma = at.take(rows * HV * 4);
+    if (split.count > 1) {
+      const int64_t slots = p.in.q.size(0) * split.count * HV;
+      starts = at.take(slots * K * V * 4);
+      prods = at.take(slots * K * K * 4);
+    }
     total = at.total;
   }
 };
@@ -154,6 +203,12 @@ Status gdn_forward(const GdnFwdParams& p) {
   char* base = static_cast<char*>(p.workspace.data);
   const int64_t T = in.q.size(1);
   a.wu_in_recurrence = ws.wu;
+  if (ws.split.count > 1) {
+    a.split.count = ws.split.count;
+    a.split.chunks = ws.split.chunks;
+    a.split.starts = reinterpret_cast<float*>(base + ws.starts);
+    a.split.prods = reinterpret_cast<float*>(base + ws.prods);
+  }
   if (!ws.wu) a.u = {base + ws.u, T * ws.HV * ws.V, ws.HV * ws.V, ws.V};
   if (p.intermediates.data) {  // a training forward: the WY pieces, T, v_new and start states kept
     gdn::BufferLayout at;

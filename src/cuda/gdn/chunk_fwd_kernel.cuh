@@ -5,15 +5,17 @@
 //    state-independent part of every chunk at once, into the workspace (w, u, gamma). Two
 //    instantiations: K and V rows by TMA (16-byte aligned rows) or by cp.async, each path alone
 //    in its kernel (at 128 registers a thread, both in one spill).
-// 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns), in one of three
+// 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns), in one of four
 //    modes (Recurrence: output; output and the backward's start states and v_new; only those,
-//    for the backward's rerun): the state's columns evolve independently given w and K, so value
+//    for the backward's rerun; only the end state, for the split below): the state's columns evolve independently given w and K, so value
 //    blocks need no communication. Warpgroup 0 streams the chunks (chunk_fwd_load.cuh),
 //    warpgroup 1 carries the state (chunk_fwd_state.cuh); they meet at the stages' "full" /
 //    "empty" named barriers.
 // Splitting them keeps the serial per-chunk path down to the state's own work: the WY part's
 // latency (the 64 x 64 inverse above all) is paid by many CTAs side by side instead of once per
 // chunk in sequence.
+// With few chains (B = 1, few heads) the recurrence runs as the sequence split
+// (chunk_fwd_split.cuh): segments side by side in two passes with a stitch between them.
 // Inference with many CTAs at DK = 128 (a.wu_in_recurrence, chosen by chunk_fwd_dispatch.cu): the
 // WY kernel writes [Tu | Tw] rows instead of w and u, and gdn_chunk_fwd_wu_kernel forms w and u
 // in shared memory with a third warpgroup (chunk_fwd_wu.cuh); w and u skip global memory.
@@ -22,6 +24,7 @@
 #include <cutlass/arch/reg_reconfig.h>
 
 #include "src/cuda/gdn/chunk_fwd_load.cuh"
+#include "src/cuda/gdn/chunk_fwd_split.cuh"
 #include "src/cuda/gdn/chunk_fwd_state.cuh"
 #include "src/cuda/gdn/chunk_fwd_wu.cuh"
 #include "src/cuda/gdn/chunk_fwd_wy.cuh"
@@ -41,7 +44,8 @@ __global__ void __launch_bounds__(T::kWyThreads, kTPairs ? T::kWyTPairsCtasPerSm
 template <class T, Recurrence kMode>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
   const ChunkFwdArgs& a = p.a;
-  const WorkItem it(a, blockIdx.x);
+  constexpr bool split = kMode == Recurrence::kOutput || kMode == Recurrence::kEnd;  // inference only
+  const WorkItem it = split ? recurrence_item(a, blockIdx.x) : WorkItem(a, blockIdx.x);
   if (threadIdx.x < 128) {
     if (it.nchunks > 0) LoadWarpgroup<T, kMode>{p, a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
@@ -131,12 +135,48 @@ cudaError_t launch_recurrence(const ChunkFwdArgs& a, int64_t items, cudaStream_t
   return launch_recurrence<gdn_chunk_fwd_kernel<T, kMode>, T>(T::kThreads, a, items, stream);
 }
 
+// The sequence split's three launches after the WY kernel (SegmentSplit, chunk_fwd_split.cuh).
+template <class T>
+cudaError_t launch_split_recurrence(const ChunkFwdArgs& a, cudaStream_t stream) {
+  if (a.wu_in_recurrence || a.states || !a.o.ptr || a.cu_seqlens || a.split.count < 2 || !a.split.starts || !a.split.prods)
+    return cudaErrorInvalidValue;
+  const int64_t heads = int64_t(a.num_seqs) * a.HV;
+  ChunkFwdArgs ends = a;
+  ends.split.pass = SegmentSplit::kEnds;
+  ends.split.extra_blocks = T::kDK / T::kBV;
+  const int64_t end_items = segments_of_pass(ends.split) * heads * blocks_of_pass(ends);
+  if (end_items > INT32_MAX) return cudaErrorInvalidValue;
+  cudaError_t ok = launch_recurrence<T, Recurrence::kEnd>(ends, end_items, stream);
+  if (ok != cudaSuccess) return ok;
+  if (a.split.count > 2) {
+    constexpr int smem = stitch_smem_bytes<T::kDK>();
+    ok = ensure_dynamic_smem<gdn_segment_stitch_kernel<T::kDK>>(smem);
+    if (ok != cudaSuccess) return ok;
+    const int V = a.v_blocks * T::kBV;
+    gdn_segment_stitch_kernel<T::kDK><<<dim3(static_cast<unsigned>(heads), V / 32), 256, smem, stream>>>(a.split, a.HV, V);
+    if ((ok = cudaGetLastError()) != cudaSuccess) return ok;
+  }
+  ChunkFwdArgs outputs = a;
+  outputs.split.pass = SegmentSplit::kOutputs;
+  const int64_t out_items = segments_of_pass(outputs.split) * heads * blocks_of_pass(outputs);
+  if (out_items > INT32_MAX) return cudaErrorInvalidValue;
+  return launch_recurrence<T, Recurrence::kOutput>(outputs, out_items, stream);
+}
+
 template <class Element, int kDK>
 cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
   using T = ChunkFwdTraits<Element, kDK>;
   const int64_t items = int64_t(a.num_seqs) * a.HV * a.v_blocks;
   if (items == 0) return cudaSuccess;
   if (items > INT32_MAX || a.wy_slots > INT32_MAX || a.HV > 65535) return cudaErrorInvalidValue;
+  if (a.split.count > 1) {
+    if (a.wu_in_recurrence) return cudaErrorInvalidValue;
+    if (a.wy_slots > 0) {
+      const cudaError_t ok = a.vec16 ? launch_wy<T, true>(a, stream) : launch_wy<T, false>(a, stream);
+      if (ok != cudaSuccess) return ok;
+    }
+    return launch_split_recurrence<T>(a, stream);
+  }
   if constexpr (2 * T::kC == kDK) {  // w and u formed in the recurrence kernel (inference, TMA rows)
     if (a.wu_in_recurrence) {
       if (!a.vec16 || !a.o.ptr || a.states) return cudaErrorInvalidValue;

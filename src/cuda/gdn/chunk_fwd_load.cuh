@@ -66,8 +66,15 @@ struct LoadWarpgroup {
 
   using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK>;  // Q, K, w (cp.async path)
   using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV>;  // u
-  static constexpr uint32_t kTmaBytes =
-      ((writes_output(kMode) ? 3 : 2) * kC * kDK + kC * kBV) * sizeof(Element);  // Q (with output), K, w, u
+  static constexpr uint32_t kUBytes = kC * kBV * sizeof(Element);
+  static constexpr uint32_t kTmaBytes = (writes_output(kMode) ? 3 : 2) * kC * kDK * sizeof(Element) + kUBytes;  // Q (with output), K, w, u
+
+  // The sequence split's virtual block (chunk_fwd_split.cuh): u = 0, never loaded; its stages'
+  // u tiles are zeroed once (without output nothing else writes there).
+  CUTE_DEVICE bool virtual_block() const {
+    if constexpr (kMode == Recurrence::kEnd) return it.vb >= a.v_blocks;
+    else return false;
+  }
 
   template <class Boxes>
   CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int j) {
@@ -80,21 +87,21 @@ struct LoadWarpgroup {
         constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads first
-        sm.rows_landed[s].arrive_and_expect_tx(kTmaBytes);
+        sm.rows_landed[s].arrive_and_expect_tx(virtual_block() ? kTmaBytes - kUBytes : kTmaBytes);
         if constexpr (writes_output(kMode)) issue_rows_box(p.tma_q, get<0>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_k, get<1>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_w, get<2>(boxes), j, s * kStageElems, bar);
         // u's buffer held the previous chunk's output: its TMA store (store_output) must have read
         // it first; the other three boxes go out before that wait.
         if constexpr (writes_output(kMode)) tma_store_wait<0>();
-        issue_rows_box(p.tma_u, get<3>(boxes), j, s * kStageElems, bar);
+        if (!virtual_block()) issue_rows_box(p.tma_u, get<3>(boxes), j, s * kStageElems, bar);
       }
     } else if constexpr (!kWu) {
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
       if constexpr (writes_output(kMode)) dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, false);
       dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, false);
       dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, true);
-      bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
+      if (!virtual_block()) bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
     }
     if (tid < kC) {
       const int r = min(tid, valid - 1);
@@ -150,6 +157,10 @@ struct LoadWarpgroup {
     sync();
     const PiecesDK dk(tid, sm.stage[0].q.data());
     const PiecesBV bv(tid, sm.stage[0].u.data());
+    if (virtual_block()) {
+      CUTE_UNROLL
+      for (int s = 0; s < T::kStages; ++s) bv.zero_from(cute::cast_smem_ptr_to_uint(sm.stage[s].u.data()), 0);
+    }
     const auto boxes = cute::make_tuple(  // row_tma.cuh (used when a.vec16)
         rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
         rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),

@@ -26,6 +26,7 @@
 #include "src/cuda/attention/mma.cuh"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
+#include "src/cuda/gdn/chunk_fwd_split.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 #include "src/cuda/gdn/transposed_fragments.cuh"
 
@@ -90,18 +91,23 @@ struct StateWarpgroup {
     Tensor cH = thr_h.partition_C(make_identity_tensor(Shape<Int<kBV>, Int<kDK>>{}));
     Tensor rH = make_tensor<Element>(attn::acc_as_operand_a_layout(tH.layout()));
     constexpr int kHPairs = decltype(size(tH))::value / 2;
-    const int v0 = it.vb * kBV;
-    // The 64 elements' dtype switches (AnyFloat) only when there is an h0: taken per element, the
+    // The start: h0 (or 0), or with the sequence split a segment's (chunk_fwd_split.cuh). The
+    // 64 elements' dtype switches (AnyFloat) only when there is one: taken per element, the
     // presence check made every CTA jump through the switches' ~10 KB of code on its way in, an
     // instruction-cache miss at every jump (ncu: ~10% of a varlen batch's recurrence time).
-    const bool has_h0 = a.h0.data.ptr != nullptr;
+    const StateTensor h0 = start_state(a, it, kDK);
     CUTE_UNROLL
     for (int i = 0; i < size(tH); ++i) tH(i) = 0.f;
-    if (has_h0) {
+    if (it.vb >= a.v_blocks) {  // the split's virtual block: rows (vb - v_blocks) * 64 + r of I
+      const int v0 = (it.vb - a.v_blocks) * kBV;
+      CUTE_UNROLL
+      for (int i = 0; i < size(tH); ++i) tH(i) = v0 + get<0>(cH(i)) == get<1>(cH(i)) ? 1.f : 0.f;
+    } else if (h0.data.ptr != nullptr) {
+      const int v0 = it.vb * kBV;
       CUTE_UNROLL
       for (int i = 0; i < size(tH); ++i) {
         const int v = v0 + get<0>(cH(i)), k = get<1>(cH(i));
-        tH(i) = a.h0.data[it.n * a.h0.sn + it.hv * a.h0.sh + k * a.h0.sk + v * a.h0.sv];
+        tH(i) = h0.data[it.n * h0.sn + it.hv * h0.sh + k * h0.sk + v * h0.sv];
       }
     }
     attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);
@@ -221,12 +227,10 @@ struct StateWarpgroup {
       ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
       if constexpr (keep) keep_for_backward(j + 1);
     }
-    if (a.ht) {
+    const EndState end = end_state(a, it, kDK);  // ht, or the split's end states
+    if (end.ptr) {
       CUTE_UNROLL
-      for (int i = 0; i < size(tH); ++i) {
-        const int v = v0 + get<0>(cH(i)), k = get<1>(cH(i));
-        a.ht[it.n * a.ht_sn + it.hv * a.ht_sh + k * a.ht_sk + v * a.ht_sv] = tH(i);
-      }
+      for (int i = 0; i < size(tH); ++i) end.ptr[get<1>(cH(i)) * end.sk + get<0>(cH(i)) * end.sv] = tH(i);
     }
   }
 };
