@@ -104,7 +104,7 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
 struct SplitPlan {
   int count = 1, chunks = 0;
 };
-constexpr double kEndStep = 0.6, kStitchStep = 1.0, kLaunches = 3.0;
+constexpr double kEndStep = 0.7, kStitchStep = 2.0, kLaunches = 3.0;
 
 SplitPlan plan_split(const GdnFwdParams& p) {
   SplitPlan plan;

@@ -153,7 +153,7 @@ cudaError_t launch_split_recurrence(const ChunkFwdArgs& a, cudaStream_t stream) 
     ok = ensure_dynamic_smem<gdn_segment_stitch_kernel<T::kDK>>(smem);
     if (ok != cudaSuccess) return ok;
     const int V = a.v_blocks * T::kBV;
-    gdn_segment_stitch_kernel<T::kDK><<<dim3(static_cast<unsigned>(heads), V / 32), 256, smem, stream>>>(a.split, a.HV, V);
+    gdn_segment_stitch_kernel<T::kDK><<<dim3(static_cast<unsigned>(heads), V / 16), 256, smem, stream>>>(a.split, a.HV, V);
     if ((ok = cudaGetLastError()) != cudaSuccess) return ok;
   }
   ChunkFwdArgs outputs = a;

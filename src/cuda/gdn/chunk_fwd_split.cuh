@@ -91,52 +91,71 @@ CUTE_DEVICE EndState end_state(const ChunkFwdArgs& a, const WorkItem& it, int dk
 }
 
 // The stitch: starts[n, s + 1, hv] += prods[n, s, hv] starts[n, s, hv] for s = 1 .. count - 2,
-// in order (each step reads the start the previous one finished). fp32 on CUDA cores: 2 DK^2 V
-// flops a step, a few microseconds. Grid (N * HV, V / 32), 256 threads: warp w owns rows
-// w, w + 8, ... of the CTA's 32 columns, lane c column c.
+// in order (each step reads the start the previous one finished). fp32 on CUDA cores, 2 DK^2 V
+// flops a step. Grid (N * HV, V / 16), 256 threads: thread (w, c) = (tid / 16, tid % 16) owns
+// rows w, w + 16, ... of the CTA's 16 columns. P (64 KB at DK = 128) comes by cp.async, the next
+// step's while this one computes: loaded in the step itself, its latency was most of the step
+// (ncu, first version: 8 us a step).
 template <int kDK>
 __global__ void __launch_bounds__(256) gdn_segment_stitch_kernel(const SegmentSplit sp, int HV, int V) {
-  constexpr int kCols = 32, kRows = kDK / 8;  // rows a thread
+  constexpr int kCols = 16, kRowStep = 256 / kCols, kRows = kDK / kRowStep;  // rows a thread
+  constexpr int kPieces = kDK * kDK / 4 / 256;                               // P's 16-byte pieces a thread
   extern __shared__ float4 stitch_smem[];
-  float* sP = reinterpret_cast<float*>(stitch_smem);  // [DK, DK]: prods[s]
-  float* sE = sP + kDK * kDK;                         // [DK, 32]: starts[s]'s columns
-  const int nh = blockIdx.x, c0 = blockIdx.y * kCols, tid = threadIdx.x, c = tid % kCols, w = tid / kCols;
+  float* sP = reinterpret_cast<float*>(stitch_smem);  // [2][DK, DK]: prods[s], prods[s + 1]
+  float* sE = sP + 2 * kDK * kDK;                     // [DK, 16]: starts[s]'s columns
+  const int tid = threadIdx.x, c = tid % kCols, w = tid / kCols;
+  const int64_t n = blockIdx.x / HV, hv = blockIdx.x % HV;
   const int64_t start_head = int64_t(kDK) * V, prod_head = int64_t(kDK) * kDK;
-  // (n, hv) -> slot 0 of that head: [N, count, HV, ...] with nh = n * HV + hv.
-  const int64_t n = nh / HV, hv = nh % HV;
-  float* starts = sp.starts + (n * sp.count * HV + hv) * start_head + c0;
+  const int64_t slot_start = HV * start_head, slot_prod = HV * prod_head;
+  float* starts = sp.starts + (n * sp.count * HV + hv) * start_head + blockIdx.y * kCols;  // slot 0, column c0
   const float* prods = sp.prods + (n * sp.count * HV + hv) * prod_head;
-  const int64_t slot_start = int64_t(HV) * start_head, slot_prod = int64_t(HV) * prod_head;
-  for (int r = w; r < kDK; r += 8) sE[r * kCols + c] = starts[slot_start + r * V + c];  // starts[1]
+  auto load_p = [&](int s) {  // prods[s] into buffer s % 2
+    const float* src = prods + s * slot_prod;
+    const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(sP + (s % 2) * kDK * kDK));
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      const int e = (tid + i * 256) * 4;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + e * 4), "l"(src + e) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+  };
+  load_p(1);
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) sE[(w + kRowStep * i) * kCols + c] = starts[slot_start + (w + kRowStep * i) * V + c];  // starts[1]
   for (int s = 1; s + 1 < sp.count; ++s) {
-    const float4* p4 = reinterpret_cast<const float4*>(prods + s * slot_prod);
-    for (int i = tid; i < kDK * kDK / 4; i += 256) reinterpret_cast<float4*>(sP)[i] = p4[i];
-    __syncthreads();  // P and starts[s] in shared memory
     float* next = starts + (s + 1) * slot_start;
     float acc[kRows];
 #pragma unroll
-    for (int i = 0; i < kRows; ++i) acc[i] = next[(w + 8 * i) * V + c];  // R_s
-#pragma unroll 2
+    for (int i = 0; i < kRows; ++i) acc[i] = next[(w + kRowStep * i) * V + c];  // R_s
+    if (s + 2 < sp.count) {
+      load_p(s + 1);
+      asm volatile("cp.async.wait_group 1;" ::: "memory");
+    } else {
+      asm volatile("cp.async.wait_group 0;" ::: "memory");
+    }
+    __syncthreads();  // P[s] and starts[s] in shared memory
+    const float* P = sP + (s % 2) * kDK * kDK;
+#pragma unroll 4
     for (int k = 0; k < kDK; k += 4) {
       const float e0 = sE[k * kCols + c], e1 = sE[(k + 1) * kCols + c], e2 = sE[(k + 2) * kCols + c], e3 = sE[(k + 3) * kCols + c];
 #pragma unroll
       for (int i = 0; i < kRows; ++i) {
-        const float4 p = *reinterpret_cast<const float4*>(&sP[(w + 8 * i) * kDK + k]);  // one address a warp: broadcast
+        const float4 p = *reinterpret_cast<const float4*>(&P[(w + kRowStep * i) * kDK + k]);  // 2 addresses a warp
         acc[i] += p.x * e0 + p.y * e1 + p.z * e2 + p.w * e3;
       }
     }
-    __syncthreads();  // every read of sP and sE done
+    __syncthreads();  // every read of this step's P and sE done
 #pragma unroll
     for (int i = 0; i < kRows; ++i) {
-      next[(w + 8 * i) * V + c] = acc[i];
-      sE[(w + 8 * i) * kCols + c] = acc[i];  // the next step's start
+      next[(w + kRowStep * i) * V + c] = acc[i];
+      sE[(w + kRowStep * i) * kCols + c] = acc[i];  // the next step's start
     }
   }
 }
 
 template <int kDK>
 constexpr int stitch_smem_bytes() {
-  return (kDK * kDK + kDK * 32) * 4;
+  return (2 * kDK * kDK + kDK * 16) * 4;
 }
 
 }  // namespace attnkit::cuda::gdn
