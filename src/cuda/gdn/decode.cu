@@ -59,6 +59,7 @@ __device__ void store_out(const DecodeArgs& a, int64_t off, float x) {
 struct DecodeItem {
   int n, hv, h;
   int64_t b, t0, len, slot, obase;
+  DecodeItem() = default;
   __device__ DecodeItem(const DecodeArgs& a, int item) : n(item / a.HV), hv(item % a.HV) {
     h = static_cast<int>(qk_head_of(hv, a.HV, a.H));
     b = n;  // dense: sequence n is batch row n
@@ -76,23 +77,32 @@ struct DecodeItem {
   }
 };
 
-template <int D, int kSplit>
-struct DecodeSmem {
-  float q[D], k[D], gk[D];
-  float part_p[kSplit][D], part_o[kSplit][D];
-  float scalars[4];  // decay, beta, q norm factor, k norm factor
+// The threads that run one item together: the whole CTA (the general kernel) or one half of it
+// (the streaming kernel's two halves run two items side by side). bar: a named barrier id.
+struct ThreadGroup {
+  int tid, bar, count;
+  __device__ void sync() const { asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(count) : "memory"); }
 };
 
-// Token t's q, k (and per-key decays) into shared memory, its gate and beta into scalars.
 template <int D, int kSplit>
-__device__ void stage_inputs(const DecodeArgs& a, const DecodeItem& it, int64_t t, DecodeSmem<D, kSplit>& sm) {
+struct DecodeSmem {
+  float q[D], k[D], v[D], gk[D];
+  float part_p[kSplit][D], part_o[kSplit][D];
+  float scalars[4];  // decay, beta, q norm factor, k norm factor
+  DecodeItem item[2];  // the streaming kernel's current and previous items (kept out of registers)
+};
+
+// Token t's q, k, v (and per-key decays) into shared memory, its gate and beta into scalars.
+template <int D, int kSplit>
+__device__ void stage_inputs(const DecodeArgs& a, const DecodeItem& it, int64_t t, DecodeSmem<D, kSplit>& sm, const ThreadGroup& g) {
   const bool has_gk = a.gk.data.ptr != nullptr;
-  if (threadIdx.x < D) {
-    sm.q[threadIdx.x] = a.q.at(it.b, t, it.h, threadIdx.x);
-    sm.k[threadIdx.x] = a.k.at(it.b, t, it.h, threadIdx.x);
-    if (has_gk) sm.gk[threadIdx.x] = __expf(a.gk.at(it.b, t, it.hv, threadIdx.x));
+  if (g.tid < D) {
+    sm.q[g.tid] = a.q.at(it.b, t, it.h, g.tid);
+    sm.k[g.tid] = a.k.at(it.b, t, it.h, g.tid);
+    sm.v[g.tid] = a.v.at(it.b, t, it.hv, g.tid);
+    if (has_gk) sm.gk[g.tid] = __expf(a.gk.at(it.b, t, it.hv, g.tid));
   }
-  if (threadIdx.x == 0) {
+  if (g.tid == 0) {
     float g = a.g.data.ptr ? a.g.at(it.b, t, it.hv) : 0.f;
     if (a.A_log) g = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g + a.dt_bias[it.hv * a.dt_stride]);
     float beta = a.beta.at(it.b, t, it.hv);
@@ -104,25 +114,26 @@ __device__ void stage_inputs(const DecodeArgs& a, const DecodeItem& it, int64_t 
 
 // Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column v),
 // writing the outputs. The first token's inputs may already be staged (first_staged), which lets
-// the caller overlap their loads with the state's. Called by every thread (it has barriers).
+// the caller overlap their loads with the state's. Called by every thread of the group g (it has
+// barriers).
 template <int D, int kSplit>
 __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, kSplit>& sm, float (&hreg)[D / kSplit],
-                              bool first_staged = false) {
+                              const ThreadGroup& g, bool first_staged = false) {
   constexpr int R = D / kSplit;
-  const int v = threadIdx.x % D, kc = threadIdx.x / D;
+  const int v = g.tid % D, kc = g.tid / D;
   const bool has_gk = a.gk.data.ptr != nullptr;
   for (int64_t t = it.t0; t < it.t0 + it.len; ++t) {
-    if (t > it.t0 || !first_staged) stage_inputs<D, kSplit>(a, it, t, sm);
-    __syncthreads();
+    if (t > it.t0 || !first_staged) stage_inputs<D, kSplit>(a, it, t, sm, g);
+    g.sync();
     if (a.l2norm) {  // uniform branch: every thread reaches the barrier
-      if (threadIdx.x < 64) {  // warp 0: q norm, warp 1: k norm
-        const float* x = threadIdx.x < 32 ? sm.q : sm.k;
+      if (g.tid < 64) {  // warp 0: q norm, warp 1: k norm
+        const float* x = g.tid < 32 ? sm.q : sm.k;
         float ss = 0.f;
-        for (int i = threadIdx.x % 32; i < D; i += 32) ss += x[i] * x[i];
+        for (int i = g.tid % 32; i < D; i += 32) ss += x[i] * x[i];
         for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
-        if (threadIdx.x % 32 == 0) sm.scalars[2 + threadIdx.x / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
+        if (g.tid % 32 == 0) sm.scalars[2 + g.tid / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
       }
-      __syncthreads();
+      g.sync();
     }
     const float qn = a.l2norm ? sm.scalars[2] : 1.f, kn = a.l2norm ? sm.scalars[3] : 1.f;
     const float decay = sm.scalars[0], beta = sm.scalars[1];
@@ -133,11 +144,11 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
       p += hreg[i] * sm.k[kc * R + i];
     }
     sm.part_p[kc][v] = p * kn;
-    __syncthreads();
+    g.sync();
     p = 0.f;
 #pragma unroll
     for (int c = 0; c < kSplit; ++c) p += sm.part_p[c][v];
-    const float u = beta * (a.v.at(it.b, t, it.hv, v) - p);  // u = beta (v - h^T k)
+    const float u = beta * (sm.v[v] - p);  // u = beta (v - h^T k)
     float o = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
@@ -145,7 +156,7 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
       o += hreg[i] * sm.q[kc * R + i];
     }
     sm.part_o[kc][v] = o * qn;
-    __syncthreads();
+    g.sync();
     if (kc == 0) {
       float acc = 0.f;
 #pragma unroll
@@ -155,9 +166,9 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
   }
 }
 
-__device__ void write_zero_outputs(const DecodeArgs& a, const DecodeItem& it, int D) {
-  if (threadIdx.x < D)
-    for (int64_t t = it.t0; t < it.t0 + it.len; ++t) store_out(a, it.obase + t * a.o_st + threadIdx.x, 0.f);
+__device__ void write_zero_outputs(const DecodeArgs& a, const DecodeItem& it, int D, int tid) {
+  if (tid < D)
+    for (int64_t t = it.t0; t < it.t0 + it.len; ++t) store_out(a, it.obase + t * a.o_st + tid, 0.f);
 }
 
 // General strides: one CTA per item, the state read straight into registers.
@@ -166,76 +177,84 @@ __global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeAr
   constexpr int R = D / kSplit;
   __shared__ DecodeSmem<D, kSplit> sm;
   const DecodeItem it(a, blockIdx.x);
-  if (it.slot < 0) return write_zero_outputs(a, it, D);  // padding slot: output 0, no state touched
+  if (it.slot < 0) return write_zero_outputs(a, it, D, threadIdx.x);  // padding slot: output 0, no state touched
   const int v = threadIdx.x % D, kc = threadIdx.x / D;
   float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v * a.s_col;
   float hreg[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) hreg[i] = state[(kc * R + i) * a.s_row];
-  decode_tokens<D, kSplit>(a, it, sm, hreg);
+  decode_tokens<D, kSplit>(a, it, sm, hreg, ThreadGroup{static_cast<int>(threadIdx.x), 0, D * kSplit});
 #pragma unroll
   for (int i = 0; i < R; ++i) state[(kc * R + i) * a.s_row] = hreg[i];
 }
 
-// Contiguous K x V state slices: persistent CTAs stream the items. The next items' states are
-// brought into two shared-memory buffers by bulk async copies (one per item, completing on an
-// mbarrier) while the current item computes and stores, so the memory system never waits for a
-// CTA to finish one item before loading the next.
+// Contiguous K x V state slices: persistent CTAs stream the items, in two halves that run
+// alternate items side by side, each with its own barrier: one half's reductions and barrier
+// waits overlap the other's work (one item at a time, v4, left ~78% of issue slots empty with 16
+// warps an SM waiting on each other: 66% of copy bandwidth at B64 H32). The states come by bulk
+// async copies into three shared-memory buffers (item j of the CTA's list into buffer j % 3,
+// completing on mbarrier j % 6: six, so that each barrier serves one half and its waits come in
+// order), issued by the half that frees the buffer as soon as it has the state in registers.
 template <int D, int kSplit>
-__global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
-  constexpr int R = D / kSplit;
+__global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
+  constexpr int R = D / kSplit, kBufs = 3, kGroup = D * kSplit;
   constexpr uint32_t kStateBytes = D * D * sizeof(float);
-  extern __shared__ __align__(128) float stage[];  // [2][D * D] state buffers
-  __shared__ DecodeSmem<D, kSplit> sm;
-  __shared__ uint64_t full_raw[2];  // mbarriers: state buffer b has landed
+  extern __shared__ __align__(128) float stage[];  // [3][D * D] state buffers, K-first
+  __shared__ DecodeSmem<D, kSplit> sms[2];          // one a half
+  __shared__ uint64_t full_raw[2 * kBufs];          // mbarriers: item j's state landed (j % 6)
   auto* full = reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(full_raw);
-  const int v = threadIdx.x % D, kc = threadIdx.x / D;
-  auto prefetch = [&](int item, int buf) {  // thread 0 only
-    const DecodeItem it(a, item);
+  const int half = threadIdx.x / kGroup;
+  const ThreadGroup g{static_cast<int>(threadIdx.x) % kGroup, 1 + half, kGroup};
+  DecodeSmem<D, kSplit>& sm = sms[half];
+  const int v = g.tid % D, kc = g.tid / D;
+  auto item_of = [&](int j) { return static_cast<int>(blockIdx.x + int64_t(j) * gridDim.x); };
+  auto prefetch = [&](int j) {  // item j of this CTA's list, by one thread
+    const DecodeItem it(a, item_of(j));
+    auto& bar = full[j % (2 * kBufs)];
     if (it.slot < 0) {
-      full[buf].arrive();  // nothing to load; keeps the phases in step
+      bar.arrive();  // nothing to load; keeps the phases in step
       return;
     }
-    full[buf].arrive_and_expect_tx(kStateBytes);
+    bar.arrive_and_expect_tx(kStateBytes);
     const float* src = a.state + it.slot * a.s_slot + it.hv * a.s_head;
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                 ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(stage + buf * D * D))), "l"(src), "r"(kStateBytes),
-                 "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&full[buf])))
+                 ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(stage + (j % kBufs) * D * D))), "l"(src), "r"(kStateBytes),
+                 "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&bar)))
                  : "memory");
   };
   if (threadIdx.x == 0) {
-    full[0].init(1);
-    full[1].init(1);
+    for (int b = 0; b < 2 * kBufs; ++b) full[b].init(1);
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    if (blockIdx.x < num_items) prefetch(blockIdx.x, 0);
-    if (blockIdx.x + gridDim.x < num_items) prefetch(blockIdx.x + gridDim.x, 1);
-  }
-  int j = 0;
-  for (int item = blockIdx.x; item < num_items; item += gridDim.x, ++j) {
-    const int buf = j % 2;
-    const DecodeItem it(a, item);
+  if (threadIdx.x == 0)
+    for (int j = 0; j < kBufs && item_of(j) < num_items; ++j) prefetch(j);
+  for (int j = half; item_of(j) < num_items; j += 2) {
+    const int buf = j % kBufs;
+    const DecodeItem it(a, item_of(j));
     const bool staged = it.slot >= 0 && it.len > 0;
-    if (staged) stage_inputs<D, kSplit>(a, it, it.t0, sm);  // their latency overlaps the state wait
-    full[buf].wait((j / 2) & 1);
+    if (staged) stage_inputs<D, kSplit>(a, it, it.t0, sm, g);  // their latency overlaps the state wait
+    DecodeItem& cur = sm.item[(j / 2) % 2];  // the previous item's slot may still be read
+    if (g.tid == 0) cur = it;
+    full[j % (2 * kBufs)].wait((j / (2 * kBufs)) & 1);
     float hreg[R];
     if (it.slot >= 0) {
 #pragma unroll
       for (int i = 0; i < R; ++i) hreg[i] = stage[buf * D * D + (kc * R + i) * D + v];
     }
-    __syncthreads();  // every thread has its slice: the buffer may be refilled
-    if (threadIdx.x == 0 && item + 2 * gridDim.x < num_items) {
+    g.sync();  // the half has its state: the buffer may be refilled
+    if (g.tid == 0 && item_of(j + kBufs) < num_items) {
       asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic reads before async writes
-      prefetch(item + 2 * gridDim.x, buf);
+      prefetch(j + kBufs);
     }
     if (it.slot < 0) {
-      write_zero_outputs(a, it, D);
+      write_zero_outputs(a, it, D, g.tid);
       continue;
     }
-    decode_tokens<D, kSplit>(a, it, sm, hreg, staged);
-    float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v;
+    // The item from shared memory (published by the barrier above): at 64 state registers a
+    // thread the half has no registers to keep its fields live across the tokens (ptxas: spills).
+    decode_tokens<D, kSplit>(a, cur, sm, hreg, g, staged);
+    float* state = a.state + cur.slot * a.s_slot + cur.hv * a.s_head + v;
 #pragma unroll
     for (int i = 0; i < R; ++i) state[(kc * R + i) * D] = hreg[i];
   }
@@ -299,14 +318,15 @@ Status gdn_decode(const GdnDecodeParams& p) {
                                  a.s_head % 4 == 0;
   if (contiguous_slices) {
     const int sms = current_device_sm_count();
-    const int per_sm = K == 128 ? 1 : 2;  // 2 x 64 KB or 2 x 16 KB of state buffers per CTA
+    const int per_sm = K == 128 ? 1 : 2;  // 3 x 64 KB or 3 x 16 KB of state buffers per CTA
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(ctas, int64_t(sms) * per_sm));
-    const int smem = static_cast<int>(2 * K * V * sizeof(float));
-    const cudaError_t ok = K == 128 ? ensure_dynamic_smem<gdn_decode_stream_kernel<128, 4>>(smem)
-                                    : ensure_dynamic_smem<gdn_decode_stream_kernel<64, 4>>(smem);
+    const int smem = static_cast<int>(3 * K * V * sizeof(float));
+    // Halves of D x 2 threads: 2-way reductions, 64 (D = 128) state registers a thread.
+    const cudaError_t ok = K == 128 ? ensure_dynamic_smem<gdn_decode_stream_kernel<128, 2>>(smem)
+                                    : ensure_dynamic_smem<gdn_decode_stream_kernel<64, 2>>(smem);
     ATTNKIT_RETURN_IF_ERROR(cuda_status(ok, "gdn_decode"));
-    if (K == 128) gdn_decode_stream_kernel<128, 4><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
-    else gdn_decode_stream_kernel<64, 4><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
+    if (K == 128) gdn_decode_stream_kernel<128, 2><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
+    else gdn_decode_stream_kernel<64, 2><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
   } else if (K == 128) {
     gdn_decode_kernel<128, 4><<<static_cast<unsigned>(ctas), 512, 0, stream>>>(a);
   } else {
