@@ -125,17 +125,16 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
   for (int64_t t = it.t0; t < it.t0 + it.len; ++t) {
     if (t > it.t0 || !first_staged) stage_inputs<D, kSplit>(a, it, t, sm, g);
     g.sync();
-    if (a.l2norm) {  // uniform branch: every thread reaches the barrier
-      if (g.tid < 64) {  // warp 0: q norm, warp 1: k norm
-        const float* x = g.tid < 32 ? sm.q : sm.k;
-        float ss = 0.f;
-        for (int i = g.tid % 32; i < D; i += 32) ss += x[i] * x[i];
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
-        if (g.tid % 32 == 0) sm.scalars[2 + g.tid / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
-      }
-      g.sync();
+    // The in-op l2norm's inverse norms are scalars: the dot products run on the raw rows and take
+    // them after the reductions, so warps 0 and 1 work them out here with no barrier of their own
+    // (read after the next one).
+    if (a.l2norm && g.tid < 64) {  // warp 0: q norm, warp 1: k norm
+      const float* x = g.tid < 32 ? sm.q : sm.k;
+      float ss = 0.f;
+      for (int i = g.tid % 32; i < D; i += 32) ss += x[i] * x[i];
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
+      if (g.tid % 32 == 0) sm.scalars[2 + g.tid / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
     }
-    const float qn = a.l2norm ? sm.scalars[2] : 1.f, kn = a.l2norm ? sm.scalars[3] : 1.f;
     const float decay = sm.scalars[0], beta = sm.scalars[1];
     float p = 0.f;
 #pragma unroll
@@ -143,25 +142,27 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
       hreg[i] *= has_gk ? sm.gk[kc * R + i] : decay;  // h <- diag(exp(g)) h
       p += hreg[i] * sm.k[kc * R + i];
     }
-    sm.part_p[kc][v] = p * kn;
+    sm.part_p[kc][v] = p;
     g.sync();
+    const float qn = a.l2norm ? sm.scalars[2] : 1.f, kn = a.l2norm ? sm.scalars[3] : 1.f;
     p = 0.f;
 #pragma unroll
     for (int c = 0; c < kSplit; ++c) p += sm.part_p[c][v];
-    const float u = beta * (sm.v[v] - p);  // u = beta (v - h^T k)
+    const float u = beta * (sm.v[v] - kn * p);  // u = beta (v - h^T k)
+    const float ku = kn * u;
     float o = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      hreg[i] += sm.k[kc * R + i] * kn * u;  // h <- h + k u^T
+      hreg[i] += sm.k[kc * R + i] * ku;  // h <- h + k u^T
       o += hreg[i] * sm.q[kc * R + i];
     }
-    sm.part_o[kc][v] = o * qn;
+    sm.part_o[kc][v] = o;
     g.sync();
     if (kc == 0) {
       float acc = 0.f;
 #pragma unroll
       for (int c = 0; c < kSplit; ++c) acc += sm.part_o[c][v];
-      store_out(a, it.obase + t * a.o_st + v, a.scale * acc);
+      store_out(a, it.obase + t * a.o_st + v, a.scale * qn * acc);
     }
   }
 }
