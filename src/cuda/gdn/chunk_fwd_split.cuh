@@ -7,7 +7,8 @@
 // 132 SMs. Cut into 3 segments, the first pass (no output: ~2/3 of a chunk's work) runs 96 chains
 // of 43 chunks, the output pass 96 of 43: ~0.6x the chain length for ~2x the work, on SMs that
 // sat idle. The virtual blocks' P costs as much as the real columns' R (DK value columns of
-// "state" each), which is why the split only pays with few chains (choose_segments, host).
+// "state" each), which is why the split only pays with few chains (plan_split,
+// chunk_fwd_dispatch.cu, picks the segment count from a cost model).
 #pragma once
 #include <cute/tensor.hpp>
 
@@ -17,8 +18,7 @@ namespace attnkit::cuda::gdn {
 
 // 64-column blocks a (segment, sequence, value head) has in a pass: the real value blocks, plus
 // P's virtual ones in the first pass.
-template <class Args>
-__host__ __device__ inline int blocks_of_pass(const Args& a) {
+__host__ __device__ inline int blocks_of_pass(const ChunkFwdArgs& a) {
   return a.v_blocks + (a.split.pass == SegmentSplit::kEnds ? a.split.extra_blocks : 0);
 }
 
@@ -59,8 +59,8 @@ CUTE_DEVICE StateTensor split_slot(const ChunkFwdArgs& a, float* buf, int s, int
 }
 
 // Where a CTA's state starts: h0 (or 0 when absent), a segment's stitched start, or 0 (the first
-// pass's real blocks past segment 0). The virtual blocks start from the identity instead
-// (StateWarpgroup). Columns from v0 on (the block's first column in the tensor).
+// pass's real blocks past segment 0), indexed like h0 (the caller adds its block's first column).
+// The virtual blocks start from the identity instead (StateWarpgroup).
 CUTE_DEVICE StateTensor start_state(const ChunkFwdArgs& a, const WorkItem& it, int dk) {
   const SegmentSplit& sp = a.split;
   if (sp.pass == SegmentSplit::kNone || it.seg == 0) return a.h0;
