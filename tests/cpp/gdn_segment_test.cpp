@@ -1,7 +1,8 @@
 // tests/cpp/gdn_segment_test.cpp — the CPU reference of the segment split (spec/gdn.md: a run of
 // tokens maps its start state affinely, end = M start + S): M and S against the token recurrence
 // from random start states, and a sequence cut into segments stitched back to the whole run's
-// final state, for scalar and per-key gates, strong gates and gates of 0.
+// final state, for scalar and per-key gates, strong gates and gates of 0; and the CUDA forward's
+// choice of how many segments to cut a sequence into.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "src/cpu/gdn_head.hpp"
+#include "src/cuda/gdn/chunk_fwd_plan.hpp"
 
 namespace attnkit::cpu {
 namespace {
@@ -113,3 +115,44 @@ TEST(GdnSegmentAffine, SegmentsStitchToTheWholeRun) {
 
 }  // namespace
 }  // namespace attnkit::cpu
+
+// The CUDA forward's choice of segments (host arithmetic, src/cuda/gdn/chunk_fwd_plan.hpp), on
+// the shapes it was measured on (132 SMs, K = V = 128: 2 value blocks, 2 virtual ones).
+namespace attnkit::cuda::gdn {
+namespace {
+
+TEST(GdnSplitPlan, FewChainsSplitManyDoNot) {
+  const SplitPlan b1 = plan_split(128, 16, 2, 2, 132, 0);  // B1 T8192 H16: 32 chains
+  EXPECT_EQ(b1.count, 3);
+  EXPECT_EQ(b1.chunks, 43);
+  EXPECT_EQ(plan_split(128, 64, 2, 2, 132, 0).count, 1);   // B4 H16 / B1 H64: 128 chains
+  EXPECT_EQ(plan_split(128, 128, 2, 2, 132, 0).count, 1);  // B2 H64
+  EXPECT_GT(plan_split(128, 8, 2, 2, 132, 0).count, 2);    // B1 H8: 16 chains
+  EXPECT_EQ(plan_split(4, 1, 2, 2, 132, 0).count, 1);      // too short to pay for two more launches
+  EXPECT_EQ(plan_split(1, 1, 2, 2, 132, 0).count, 1);      // one chunk: nothing to split
+  EXPECT_EQ(plan_split(128, 0, 2, 2, 132, 0).count, 1);    // no heads
+}
+
+TEST(GdnSplitPlan, RequestedCountsAreKeptWithinTheChunks) {
+  EXPECT_EQ(plan_split(128, 64, 2, 2, 132, 1).count, 1);  // 1: never
+  const SplitPlan four = plan_split(128, 64, 2, 2, 132, 4);
+  EXPECT_EQ(four.count, 4);
+  EXPECT_EQ(four.chunks, 32);
+  const SplitPlan odd = plan_split(16, 1, 2, 2, 132, 5);  // 16 chunks in 5: 4 segments of 4
+  EXPECT_EQ(odd.chunks, 4);
+  EXPECT_EQ(odd.count, 4);
+  const SplitPlan many = plan_split(3, 1, 2, 2, 132, 100);  // one a chunk at most
+  EXPECT_EQ(many.count, 3);
+  EXPECT_EQ(many.chunks, 1);
+  // Every plan covers the chunks: (count - 1) * chunks < nchunks <= count * chunks.
+  for (int64_t n : {2, 3, 17, 128, 1000})
+    for (int r : {0, 2, 3, 7, 16}) {
+      const SplitPlan s = plan_split(n, 4, 2, 2, 132, r);
+      if (s.count == 1) continue;
+      EXPECT_LT(int64_t(s.count - 1) * s.chunks, n) << n << " " << r;
+      EXPECT_GE(int64_t(s.count) * s.chunks, n) << n << " " << r;
+    }
+}
+
+}  // namespace
+}  // namespace attnkit::cuda::gdn

@@ -3,7 +3,6 @@
 #include <cuda_runtime.h>
 #include <cutlass/numeric_types.h>
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -11,6 +10,7 @@
 #include "src/cuda/cuda_status.hpp"
 #include "src/cuda/runtime.hpp"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_plan.hpp"
 #include "src/cuda/gdn/chunk_host.hpp"
 #include "src/cuda/gdn/host_tensors.hpp"
 
@@ -95,44 +95,12 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
          gdn::rows_aligned(p.in.k, varlen, 16) && gdn::rows_aligned(p.in.v, varlen, 16);
 }
 
-// The sequence split (SegmentSplit, chunk_fwd_split.cuh): segments a sequence, 1 for none. A
-// cost model in units of one output-mode chunk step of a recurrence CTA (one CTA an SM): unsplit,
-// waves x chunks; split into S segments of L chunks, the first pass's waves x L x kEndStep (no
-// output: only the state's path), a stitch step per segment, two more launches, and the output
-// pass's waves x L. Split when that is under 85% of unsplit. At B1 H16 T8192 (32 chains of 128
-// chunks on 132 SMs) it picks 3 segments: 96 CTAs x 43 chunks in each pass.
-struct SplitPlan {
-  int count = 1, chunks = 0;
-};
-constexpr double kEndStep = 0.7, kStitchStep = 2.0, kLaunches = 3.0;
-
-SplitPlan plan_split(const GdnFwdParams& p) {
-  SplitPlan plan;
+// The sequence split's plan (chunk_fwd_plan.hpp) for inference on a dense batch; none otherwise.
+gdn::SplitPlan plan_split(const GdnFwdParams& p) {
   const GdnInputs& in = p.in;
-  if (p.num_segments == 1 || p.intermediates.data != nullptr || in.cu_seqlens.defined()) return plan;
-  const int64_t nchunks = (in.q.size(1) + 63) / 64, heads = in.q.size(0) * in.v.size(2);
-  const int64_t v_blocks = in.v.size(3) / 64, p_blocks = in.q.size(3) / 64, chains = heads * v_blocks;
-  if (nchunks < 2 || chains == 0) return plan;
-  auto of = [&](int64_t segments) {
-    SplitPlan s;
-    s.chunks = static_cast<int>((nchunks + segments - 1) / segments);
-    s.count = static_cast<int>((nchunks + s.chunks - 1) / s.chunks);
-    return s;
-  };
-  if (p.num_segments > 1) return of(std::min<int64_t>(p.num_segments, nchunks));
-  const int64_t sms = std::max(1, current_device_sm_count());
-  auto waves = [&](int64_t ctas) { return static_cast<double>((ctas + sms - 1) / sms); };
-  const double unsplit = waves(chains) * nchunks;
-  double best = 0.85 * unsplit;
-  for (int64_t segments = 2; segments <= 16 && segments <= nchunks; ++segments) {
-    const SplitPlan s = of(segments);
-    if (s.count < 2) continue;
-    const int64_t end_ctas = heads * (v_blocks + (s.count - 2) * (v_blocks + p_blocks));
-    const double t = waves(end_ctas) * s.chunks * kEndStep + (s.count - 2) * kStitchStep + kLaunches +
-                     waves(s.count * chains) * s.chunks;
-    if (t < best) best = t, plan = s;
-  }
-  return plan;
+  if (p.intermediates.data != nullptr || in.cu_seqlens.defined()) return {};
+  return gdn::plan_split((in.q.size(1) + 63) / 64, in.q.size(0) * in.v.size(2), in.v.size(3) / 64, in.q.size(3) / 64,
+                         current_device_sm_count(), p.num_segments);
 }
 
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
@@ -142,7 +110,7 @@ SplitPlan plan_split(const GdnFwdParams& p) {
 struct ChunkWorkspace {
   int64_t rows = 0, HV = 0, K = 0, V = 0;
   bool wu = false;  // wu_in_recurrence(p): the one decision both the size and the launch follow
-  SplitPlan split;  // plan_split(p), likewise; then the segments' starts and P^T (fp32) too
+  gdn::SplitPlan split;  // plan_split(p), likewise; then the segments' starts and P^T (fp32) too
   size_t w = 0, u = 0, gamma = 0, starts = 0, prods = 0, total = 0;
   explicit ChunkWorkspace(const GdnFwdParams& p) {
     if (!check_supported(p).ok()) return;
