@@ -8,7 +8,7 @@
 // of 43 chunks, the output pass 96 of 43: ~0.6x the chain length for ~2x the work, on SMs that
 // sat idle. The virtual blocks' P costs as much as the real columns' R (DK value columns of
 // "state" each), which is why the split only pays with few chains (plan_split,
-// chunk_fwd_dispatch.cu, picks the segment count from a cost model).
+// chunk_fwd_plan.hpp, picks the segment count from a cost model).
 #pragma once
 #include <cute/tensor.hpp>
 
