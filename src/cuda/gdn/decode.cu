@@ -1,12 +1,14 @@
 // src/cuda/gdn/decode.cu — gated delta rule recurrent decode on the GPU (fused_recurrent semantics,
 // spec/gdn.md "Decode"): a few tokens per sequence, the fp32 state read once and written once.
 //
-// One CTA per (sequence, value head). The K x V state ("K-first", V contiguous) is split over
-// kSplit x D threads: thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v in registers (R = D /
+// Each (sequence, value head) item is run by a group of kSplit x D threads: one CTA an item
+// (general strides), or one half of a persistent CTA that streams items (contiguous states,
+// gdn_decode_stream_kernel). The K x V state ("K-first", V contiguous) is split over the group: thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v in registers (R = D /
 // kSplit), so loads and stores of the state are coalesced along v and it never leaves registers
 // between tokens. Per token the two reductions over K (h^T k and h^T q) are a register sum plus a
-// kSplit-way sum through shared memory. Memory-bound: the floor is 2 * K * V * 4 bytes per
-// (sequence, head) for the state, plus the token inputs.
+// kSplit-way sum through shared memory. The floor is memory: 2 * K * V * 4 bytes per (sequence,
+// head) for the state, plus the token inputs; the chain of barriers per item is what keeps a CTA
+// from it (docs/perf/gdn_decode.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
