@@ -7,8 +7,8 @@
 //    in its kernel (at 128 registers a thread, both in one spill).
 // 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns), in one of four
 //    modes (Recurrence: output; output and the backward's start states and v_new; only those,
-//    for the backward's rerun; only the end state, for the split below): the state's columns evolve independently given w and K, so value
-//    blocks need no communication. Warpgroup 0 streams the chunks (chunk_fwd_load.cuh),
+//    for the backward's rerun; only the end state, for the split below): the state's columns
+//    evolve independently given w and K, so value blocks need no communication. Warpgroup 0 streams the chunks (chunk_fwd_load.cuh),
 //    warpgroup 1 carries the state (chunk_fwd_state.cuh); they meet at the stages' "full" /
 //    "empty" named barriers.
 // Splitting them keeps the serial per-chunk path down to the state's own work: the WY part's
