@@ -179,6 +179,33 @@ TEST_F(GdnDecodeGpu, VarlenTokens) {
   check_decode(dc);
 }
 
+// Many more items than CTAs: the streaming kernel's CTAs run ~10 items each, alternating between
+// their two halves through three state buffers and six barriers (decode.cu), with padding slots
+// (no state load: the barrier is arrived on without bytes) and, packed, sequences of 0 to 3
+// tokens among them. The tests above have fewer items than SMs: one item a CTA.
+TEST_F(GdnDecodeGpu, ManyItemsPerCtaWithPaddingAndVarlen) {
+  DecodeCase pad;
+  pad.c.dt = DType::kBFloat16;
+  pad.c.B = 700;
+  pad.c.T = 2;
+  pad.c.H = 1;
+  pad.c.HV = 2;
+  pad.c.K = pad.c.V = 128;
+  pad.c.l2norm = true;
+  pad.pool = 800;
+  for (int64_t n = 0; n < pad.c.B; ++n) pad.indices.push_back(n % 7 == 3 ? -1 : (n * 37) % pad.pool);  // 37 and 800 coprime
+  check_decode(pad);
+  DecodeCase packed;
+  packed.c.dt = DType::kFloat16;
+  packed.c.H = 2;
+  packed.c.HV = 2;
+  packed.c.K = packed.c.V = 64;
+  packed.c.T = 0;
+  for (int n = 0; n < 1200; ++n) packed.c.seqlens.push_back((n * 5) % 4);
+  for (int64_t l : packed.c.seqlens) packed.c.T += l;
+  check_decode(packed);
+}
+
 // ---- chunked forward ----
 
 struct ChunkOptions {
