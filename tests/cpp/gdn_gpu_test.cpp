@@ -103,30 +103,30 @@ void check_decode(const DecodeCase& dc) {
 
 class GdnDecodeGpu : public GpuTest {};
 
+// A decode case of B sequences of T tokens, H query / key heads, HV value heads, K = V = D.
+DecodeCase decode_case(DType dt, int64_t B, int64_t T, int64_t H, int64_t HV, int64_t D) {
+  DecodeCase dc;
+  dc.c.dt = dt;
+  dc.c.B = B;
+  dc.c.T = T;
+  dc.c.H = H;
+  dc.c.HV = HV;
+  dc.c.K = dc.c.V = D;
+  return dc;
+}
+
 TEST_F(GdnDecodeGpu, TokensPerSequenceAndHeadDims) {
   for (int64_t D : {64, 128})
     for (int64_t T : {1, 3, 64}) {
       SCOPED_TRACE("D=" + std::to_string(D) + " T=" + std::to_string(T));
-      DecodeCase dc;
-      dc.c.dt = DType::kBFloat16;
-      dc.c.B = 5;
-      dc.c.T = T;
-      dc.c.H = 2;
-      dc.c.HV = 4;
-      dc.c.K = dc.c.V = D;
+      DecodeCase dc = decode_case(DType::kBFloat16, 5, T, 2, 4, D);
       dc.c.l2norm = true;
       check_decode(dc);
     }
 }
 
 TEST_F(GdnDecodeGpu, StatePoolOptionsAndPerKeyGate) {
-  DecodeCase dc;
-  dc.c.dt = DType::kFloat16;
-  dc.c.B = 5;
-  dc.c.T = 2;
-  dc.c.H = 1;
-  dc.c.HV = 4;
-  dc.c.K = dc.c.V = 128;
+  DecodeCase dc = decode_case(DType::kFloat16, 5, 2, 1, 4, 128);
   dc.c.l2norm = dc.c.beta_logit = dc.c.fused_gate = true;
   dc.indices = {3, -1, 0, 5, 1};
   dc.pool = 6;
@@ -140,12 +140,7 @@ TEST_F(GdnDecodeGpu, StatePoolOptionsAndPerKeyGate) {
 
 TEST_F(GdnDecodeGpu, NonContiguousStateSlices) {
   for (int64_t D : {64, 128}) {
-    DecodeCase dc;
-    dc.c.dt = DType::kBFloat16;
-    dc.c.B = 3;
-    dc.c.T = 2;
-    dc.c.HV = 4;
-    dc.c.K = dc.c.V = D;
+    DecodeCase dc = decode_case(DType::kBFloat16, 3, 2, 2, 4, D);
     dc.c.l2norm = true;
     dc.row_pad = 8;
     check_decode(dc);
@@ -154,12 +149,7 @@ TEST_F(GdnDecodeGpu, NonContiguousStateSlices) {
 
 TEST_F(GdnDecodeGpu, VFirstStateLayout) {
   for (int64_t D : {64, 128}) {
-    DecodeCase dc;
-    dc.c.dt = DType::kBFloat16;
-    dc.c.B = 3;
-    dc.c.T = 3;
-    dc.c.HV = 4;
-    dc.c.K = dc.c.V = D;
+    DecodeCase dc = decode_case(DType::kBFloat16, 3, 3, 2, 4, D);
     dc.c.l2norm = dc.c.fused_gate = true;
     dc.c.layout = StateLayout::kVK;
     dc.indices = {2, -1, 0};
@@ -169,13 +159,8 @@ TEST_F(GdnDecodeGpu, VFirstStateLayout) {
 }
 
 TEST_F(GdnDecodeGpu, VarlenTokens) {
-  DecodeCase dc;
-  dc.c.dt = DType::kBFloat16;
+  DecodeCase dc = decode_case(DType::kBFloat16, 1, 7, 2, 2, 64);
   dc.c.seqlens = {1, 0, 4, 2};
-  dc.c.T = 7;
-  dc.c.HV = 2;
-  dc.c.H = 2;
-  dc.c.K = dc.c.V = 64;
   check_decode(dc);
 }
 
@@ -184,23 +169,12 @@ TEST_F(GdnDecodeGpu, VarlenTokens) {
 // (no state load: the barrier is arrived on without bytes) and, packed, sequences of 0 to 3
 // tokens among them. The tests above have fewer items than SMs: one item a CTA.
 TEST_F(GdnDecodeGpu, ManyItemsPerCtaWithPaddingAndVarlen) {
-  DecodeCase pad;
-  pad.c.dt = DType::kBFloat16;
-  pad.c.B = 700;
-  pad.c.T = 2;
-  pad.c.H = 1;
-  pad.c.HV = 2;
-  pad.c.K = pad.c.V = 128;
+  DecodeCase pad = decode_case(DType::kBFloat16, 700, 2, 1, 2, 128);
   pad.c.l2norm = true;
   pad.pool = 800;
   for (int64_t n = 0; n < pad.c.B; ++n) pad.indices.push_back(n % 7 == 3 ? -1 : (n * 37) % pad.pool);  // 37 and 800 coprime
   check_decode(pad);
-  DecodeCase packed;
-  packed.c.dt = DType::kFloat16;
-  packed.c.H = 2;
-  packed.c.HV = 2;
-  packed.c.K = packed.c.V = 64;
-  packed.c.T = 0;
+  DecodeCase packed = decode_case(DType::kFloat16, 1, 0, 2, 2, 64);
   for (int n = 0; n < 1200; ++n) packed.c.seqlens.push_back((n * 5) % 4);
   for (int64_t l : packed.c.seqlens) packed.c.T += l;
   check_decode(packed);

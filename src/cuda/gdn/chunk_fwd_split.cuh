@@ -13,6 +13,7 @@
 #include <cute/tensor.hpp>
 
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_rows.cuh"
 
 namespace attnkit::cuda::gdn {
 
@@ -115,9 +116,9 @@ __global__ void __launch_bounds__(256) gdn_segment_stitch_kernel(const SegmentSp
 #pragma unroll
     for (int i = 0; i < kPieces; ++i) {
       const int e = (tid + i * 256) * 4;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + e * 4), "l"(src + e) : "memory");
+      copy16(dst + e * 4, src + e, true, true);
     }
-    asm volatile("cp.async.commit_group;" ::: "memory");
+    cp_async_commit();
   };
   load_p(1);
 #pragma unroll
@@ -129,9 +130,9 @@ __global__ void __launch_bounds__(256) gdn_segment_stitch_kernel(const SegmentSp
     for (int i = 0; i < kRows; ++i) acc[i] = next[(w + kRowStep * i) * V + c];  // R_s
     if (s + 2 < sp.count) {
       load_p(s + 1);
-      asm volatile("cp.async.wait_group 1;" ::: "memory");
+      cp_async_wait<1>();
     } else {
-      asm volatile("cp.async.wait_group 0;" ::: "memory");
+      cp_async_wait<0>();
     }
     __syncthreads();  // P[s] and starts[s] in shared memory
     const float* P = sP + (s % 2) * kDK * kDK;

@@ -3,9 +3,9 @@
 //
 // Each (sequence, value head) item is run by a group of kSplit x D threads: one CTA an item
 // (general strides), or one half of a persistent CTA that streams items (contiguous states,
-// gdn_decode_stream_kernel). The K x V state ("K-first", V contiguous) is split over the group: thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v in registers (R = D /
-// kSplit), so loads and stores of the state are coalesced along v and it never leaves registers
-// between tokens. Per token the two reductions over K (h^T k and h^T q) are a register sum plus a
+// gdn_decode_stream_kernel). The K x V state ("K-first", V contiguous) is split over the group:
+// thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v in registers (R = D / kSplit), so loads
+// and stores of the state are coalesced along v and it never leaves registers between tokens. Per token the two reductions over K (h^T k and h^T q) are a register sum plus a
 // kSplit-way sum through shared memory. The floor is memory: 2 * K * V * 4 bytes per (sequence,
 // head) for the state, plus the token inputs; the chain of barriers per item is what keeps a CTA
 // from it (docs/perf/gdn_decode.md).
@@ -198,9 +198,11 @@ __global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeAr
 // async copies into three shared-memory buffers (item j of the CTA's list into buffer j % 3,
 // completing on mbarrier j % 6: six, so that each barrier serves one half and its waits come in
 // order), issued by the half that frees the buffer as soon as it has the state in registers.
+constexpr int kDecodeBufs = 3;  // the streaming kernel's state buffers (its shared memory: kDecodeBufs x D x D fp32)
+
 template <int D, int kSplit>
 __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
-  constexpr int R = D / kSplit, kBufs = 3, kGroup = D * kSplit;
+  constexpr int R = D / kSplit, kBufs = kDecodeBufs, kGroup = D * kSplit;
   constexpr uint32_t kStateBytes = D * D * sizeof(float);
   extern __shared__ __align__(128) float stage[];  // [3][D * D] state buffers, K-first
   __shared__ DecodeSmem<D, kSplit> sms[2];          // one a half
@@ -323,7 +325,7 @@ Status gdn_decode(const GdnDecodeParams& p) {
     const int sms = current_device_sm_count();
     const int per_sm = K == 128 ? 1 : 2;  // 3 x 64 KB or 3 x 16 KB of state buffers per CTA
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(ctas, int64_t(sms) * per_sm));
-    const int smem = static_cast<int>(3 * K * V * sizeof(float));
+    const int smem = static_cast<int>(kDecodeBufs * K * V * sizeof(float));
     // Halves of D x 2 threads: 2-way reductions, 64 (D = 128) state registers a thread.
     const cudaError_t ok = K == 128 ? ensure_dynamic_smem<gdn_decode_stream_kernel<128, 2>>(smem)
                                     : ensure_dynamic_smem<gdn_decode_stream_kernel<64, 2>>(smem);
