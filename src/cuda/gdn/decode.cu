@@ -114,6 +114,18 @@ __device__ void stage_inputs(const DecodeArgs& a, const DecodeItem& it, int64_t 
   }
 }
 
+// The first token's q, k, v rows (and gates) into L2 long before the item runs: staged from DRAM
+// they put a full memory latency on every item's critical path (ncu, v5b: the group's warps
+// waiting on them and at the barrier after them were ~35% of the stall samples).
+__device__ void prefetch_first_token(const DecodeArgs& a, const DecodeItem& it, int D) {
+  a.q.prefetch_l2(it.b, it.t0, it.h, D);
+  a.k.prefetch_l2(it.b, it.t0, it.h, D);
+  a.v.prefetch_l2(it.b, it.t0, it.hv, D);
+  a.gk.prefetch_l2(it.b, it.t0, it.hv, D);
+  a.g.prefetch_l2(it.b, it.t0, it.hv);
+  a.beta.prefetch_l2(it.b, it.t0, it.hv);
+}
+
 // Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column v),
 // writing the outputs. The first token's inputs may already be staged (first_staged), which lets
 // the caller overlap their loads with the state's. Called by every thread of the group g (it has
@@ -226,6 +238,7 @@ __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(co
                  ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(stage + (j % kBufs) * D * D))), "l"(src), "r"(kStateBytes),
                  "r"(static_cast<uint32_t>(__cvta_generic_to_shared(&bar)))
                  : "memory");
+    if (it.len > 0) prefetch_first_token(a, it, D);
   };
   if (threadIdx.x == 0) {
     for (int b = 0; b < 2 * kBufs; ++b) full[b].init(1);

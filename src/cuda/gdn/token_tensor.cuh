@@ -25,6 +25,10 @@ struct AnyFloat {
       default: return static_cast<const float*>(ptr)[i];
     }
   }
+  __device__ const char* address(int64_t i) const {
+    const int64_t size = dtype == DType::kFloat64 ? 8 : dtype == DType::kFloat32 ? 4 : 2;
+    return static_cast<const char*>(ptr) + i * size;
+  }
 };
 
 // A [B, T, heads, F] tensor (or [B, T, heads] with F = 1): strides of (b, t, head).
@@ -32,6 +36,14 @@ struct TokenTensor {
   AnyFloat data;
   int64_t sb = 0, st = 0, sh = 0;
   __device__ float at(int64_t b, int64_t t, int64_t h, int64_t f = 0) const { return data[b * sb + t * st + h * sh + f]; }
+  // Asks L2 for elements f = 0 .. n-1 of (b, t, h) ahead of their use (no registers, no wait).
+  __device__ void prefetch_l2(int64_t b, int64_t t, int64_t h, int n = 1) const {
+    if (data.ptr == nullptr) return;
+    const char* first = data.address(b * sb + t * st + h * sh);
+    const char* last = data.address(b * sb + t * st + h * sh + n - 1);
+    for (const char* p = first; p < last; p += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(last));
+  }
 };
 
 // Varlen tensors have B == 1: their batch stride is never used and reads as 0.
