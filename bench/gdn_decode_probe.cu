@@ -4,7 +4,8 @@
 //   gdn_decode_probe B H [reps]   median ms of `reps` launches (events), the state traffic's
 //                                 TB/s against a device-to-device copy of the same bytes in the
 //                                 same process, and the first launch's error against a float64
-//                                 recurrence step (rel RMS of o and of the new state)
+//                                 recurrence step (rel RMS of o and of the new state); then
+//                                 both timed queued, 20 launches back to back
 // Build: bash bench/gdn_decode_probe.sh. Not a test: tests/cpp/gdn_gpu_test.cpp checks the decode.
 #include <cuda_runtime.h>
 
@@ -133,7 +134,25 @@ int main(int argc, char** argv) {
     cudaEventElapsedTime(&t, start, stop);
     if (r >= 5) copy_ms.push_back(t);
   }
+  // Queued launches (the GPU never waits for the host, as in a model or do_bench behind its cache
+  // flush): 20 back to back between two events, per launch.
+  auto queued_ms = [&](auto&& launch) {
+    float t = 0;
+    cudaEventRecord(start);
+    for (int i = 0; i < 20; ++i) launch();
+    cudaEventRecord(stop);
+    cudaEventSynchronize(stop);
+    cudaEventElapsedTime(&t, start, stop);
+    return t / 20;
+  };
+  std::vector<float> qms, qcopy;
+  for (int r = 0; r < 7; ++r) {
+    qms.push_back(queued_ms([&] { (void)cuda::gdn_decode(p); }));
+    qcopy.push_back(queued_ms([&] { cudaMemcpyAsync(copy_dst, ds, ns * 4, cudaMemcpyDeviceToDevice); }));
+  }
   const double bytes = 2.0 * ns * 4, t = median_ms(ms), tc = median_ms(copy_ms);
+  std::printf("queued: decode %.4f ms, copy %.4f ms, %.1f%% of copy\n", median_ms(qms), median_ms(qcopy),
+              100.0 * median_ms(qcopy) / median_ms(qms));
   std::printf("decode B%lld H%lld K=V=128: %.4f ms, state %.2f TB/s; copy %.4f ms, %.2f TB/s; %.1f%% of copy; "
               "vs float64: o %.2e, state %.2e\n",
               (long long)B, (long long)H, t, bytes / t / 1e9, tc, bytes / tc / 1e9, 100.0 * tc / t, std::sqrt(eo / ro),
