@@ -164,10 +164,27 @@ TEST_F(GdnDecodeGpu, VarlenTokens) {
   check_decode(dc);
 }
 
+// The tests above have fewer (sequence, head) items than SMs: they run the general kernel, a CTA
+// per (item, half of its value columns). With more items than SMs, contiguous K-first states
+// take the streaming kernel: here with every option, 280 items (over its threshold of one item a
+// CTA at D = 128 and two CTAs an SM at D = 64 on a 132-SM GPU).
+TEST_F(GdnDecodeGpu, StreamingKernelWithEveryOption) {
+  for (int64_t D : {64, 128}) {
+    SCOPED_TRACE("D=" + std::to_string(D));
+    DecodeCase dc = decode_case(DType::kBFloat16, 70, 3, 2, 4, D);
+    dc.c.l2norm = dc.c.beta_logit = dc.c.fused_gate = true;
+    check_decode(dc);
+    DecodeCase gk = decode_case(DType::kFloat16, 70, 2, 4, 4, D);
+    gk.c.scalar_gate = false;
+    gk.c.per_key_gate = true;
+    check_decode(gk);
+  }
+}
+
 // Many more items than CTAs: the streaming kernel's CTAs run ~10 items each, alternating between
 // their two halves through three state buffers and six barriers (decode.cu), with padding slots
 // (no state load: the barrier is arrived on without bytes) and, packed, sequences of 0 to 3
-// tokens among them. The tests above have fewer items than SMs: one item a CTA.
+// tokens among them.
 TEST_F(GdnDecodeGpu, ManyItemsPerCtaWithPaddingAndVarlen) {
   DecodeCase pad = decode_case(DType::kBFloat16, 700, 2, 1, 2, 128);
   pad.c.l2norm = true;

@@ -86,17 +86,19 @@ struct ThreadGroup {
   __device__ void sync() const { asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(count) : "memory"); }
 };
 
-template <int D, int kSplit>
+// The shared memory of a group running one item over C of its D value columns, split kSplit ways
+// over the K rows.
+template <int D, int C, int kSplit>
 struct DecodeSmem {
   float q[D], k[D], v[D], gk[D];
-  float part_p[kSplit][D], part_o[kSplit][D];
+  float part_p[kSplit][C], part_o[kSplit][C];
   float scalars[4];  // decay, beta, q norm factor, k norm factor
   DecodeItem item[2];  // the streaming kernel's current and previous items (kept out of registers)
 };
 
 // Token t's q, k, v (and per-key decays) into shared memory, its gate and beta into scalars.
-template <int D, int kSplit>
-__device__ void stage_inputs(const DecodeArgs& a, const DecodeItem& it, int64_t t, DecodeSmem<D, kSplit>& sm, const ThreadGroup& g) {
+template <int D, int C, int kSplit>
+__device__ void stage_inputs(const DecodeArgs& a, const DecodeItem& it, int64_t t, DecodeSmem<D, C, kSplit>& sm, const ThreadGroup& g) {
   const bool has_gk = a.gk.data.ptr != nullptr;
   if (g.tid < D) {
     sm.q[g.tid] = a.q.at(it.b, t, it.h, g.tid);
@@ -126,18 +128,18 @@ __device__ void prefetch_first_token(const DecodeArgs& a, const DecodeItem& it, 
   a.beta.prefetch_l2(it.b, it.t0, it.hv);
 }
 
-// Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column v),
-// writing the outputs. The first token's inputs may already be staged (first_staged), which lets
-// the caller overlap their loads with the state's. Called by every thread of the group g (it has
-// barriers).
-template <int D, int kSplit>
-__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, kSplit>& sm, float (&hreg)[D / kSplit],
-                              const ThreadGroup& g, bool first_staged = false) {
+// Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column
+// v = c0 + tid % C), writing the outputs of columns c0 .. c0+C-1. The first token's inputs may
+// already be staged (first_staged), which lets the caller overlap their loads with the state's.
+// Called by every thread of the group g (it has barriers).
+template <int D, int C, int kSplit>
+__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, C, kSplit>& sm, float (&hreg)[D / kSplit],
+                              const ThreadGroup& g, int c0 = 0, bool first_staged = false) {
   constexpr int R = D / kSplit;
-  const int v = g.tid % D, kc = g.tid / D;
+  const int vc = g.tid % C, v = c0 + vc, kc = g.tid / C;
   const bool has_gk = a.gk.data.ptr != nullptr;
   for (int64_t t = it.t0; t < it.t0 + it.len; ++t) {
-    if (t > it.t0 || !first_staged) stage_inputs<D, kSplit>(a, it, t, sm, g);
+    if (t > it.t0 || !first_staged) stage_inputs<D, C, kSplit>(a, it, t, sm, g);
     g.sync();
     // The in-op l2norm's inverse norms are scalars: the dot products run on the raw rows and take
     // them after the reductions, so warps 0 and 1 work them out here with no barrier of their own
@@ -156,12 +158,12 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
       hreg[i] *= has_gk ? sm.gk[kc * R + i] : decay;  // h <- diag(exp(g)) h
       p += hreg[i] * sm.k[kc * R + i];
     }
-    sm.part_p[kc][v] = p;
+    sm.part_p[kc][vc] = p;
     g.sync();
     const float qn = a.l2norm ? sm.scalars[2] : 1.f, kn = a.l2norm ? sm.scalars[3] : 1.f;
     p = 0.f;
 #pragma unroll
-    for (int c = 0; c < kSplit; ++c) p += sm.part_p[c][v];
+    for (int c = 0; c < kSplit; ++c) p += sm.part_p[c][vc];
     const float u = beta * (sm.v[v] - kn * p);  // u = beta (v - h^T k)
     const float ku = kn * u;
     float o = 0.f;
@@ -170,12 +172,12 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
       hreg[i] += sm.k[kc * R + i] * ku;  // h <- h + k u^T
       o += hreg[i] * sm.q[kc * R + i];
     }
-    sm.part_o[kc][v] = o;
+    sm.part_o[kc][vc] = o;
     g.sync();
     if (kc == 0) {
       float acc = 0.f;
 #pragma unroll
-      for (int c = 0; c < kSplit; ++c) acc += sm.part_o[c][v];
+      for (int c = 0; c < kSplit; ++c) acc += sm.part_o[c][vc];
       store_out(a, it.obase + t * a.o_st + v, a.scale * qn * acc);
     }
   }
@@ -186,19 +188,26 @@ __device__ void write_zero_outputs(const DecodeArgs& a, const DecodeItem& it, in
     for (int64_t t = it.t0; t < it.t0 + it.len; ++t) store_out(a, it.obase + t * a.o_st + tid, 0.f);
 }
 
-// General strides: one CTA per item, the state read straight into registers.
-template <int D, int kSplit>
-__global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeArgs a) {
+// General strides, and too few items to stream: a CTA per (item, C of its value columns), the
+// state slice read straight into registers. Value columns are independent (each its own
+// h^T k and u), so C < D spreads an item's state traffic over D / C SMs: one CTA per item left
+// B1 H32 (32 items) on 32 SMs, slower than FLA.
+template <int D, int C, int kSplit>
+__global__ void __launch_bounds__(C* kSplit) gdn_decode_kernel(const DecodeArgs a) {
   constexpr int R = D / kSplit;
-  __shared__ DecodeSmem<D, kSplit> sm;
+  __shared__ DecodeSmem<D, C, kSplit> sm;
   const DecodeItem it(a, blockIdx.x);
-  if (it.slot < 0) return write_zero_outputs(a, it, D, threadIdx.x);  // padding slot: output 0, no state touched
-  const int v = threadIdx.x % D, kc = threadIdx.x / D;
+  const int c0 = blockIdx.y * C;
+  if (it.slot < 0) {  // padding slot: output 0, no state touched
+    if (blockIdx.y == 0) write_zero_outputs(a, it, D, threadIdx.x);
+    return;
+  }
+  const int v = c0 + threadIdx.x % C, kc = threadIdx.x / C;
   float* state = a.state + it.slot * a.s_slot + it.hv * a.s_head + v * a.s_col;
   float hreg[R];
 #pragma unroll
   for (int i = 0; i < R; ++i) hreg[i] = state[(kc * R + i) * a.s_row];
-  decode_tokens<D, kSplit>(a, it, sm, hreg, ThreadGroup{static_cast<int>(threadIdx.x), 0, D * kSplit});
+  decode_tokens<D, C, kSplit>(a, it, sm, hreg, ThreadGroup{static_cast<int>(threadIdx.x), 0, C * kSplit}, c0);
 #pragma unroll
   for (int i = 0; i < R; ++i) state[(kc * R + i) * a.s_row] = hreg[i];
 }
@@ -210,19 +219,22 @@ __global__ void __launch_bounds__(D* kSplit, 1) gdn_decode_kernel(const DecodeAr
 // async copies into three shared-memory buffers (item j of the CTA's list into buffer j % 3,
 // completing on mbarrier j % 6: six, so that each barrier serves one half and its waits come in
 // order), issued by the half that frees the buffer as soon as it has the state in registers.
-constexpr int kDecodeBufs = 3;  // the streaming kernel's state buffers (its shared memory: kDecodeBufs x D x D fp32)
+constexpr int kDecodeBufs = 3;
+// Streaming needs at least this many items a CTA; below, the column-split general kernel was
+// faster (probe, H200, H32 queued: B1 4.8 vs 7.3 us, B4 7.2 vs 8.5; B8 equal).
+constexpr int kDecodeStreamMinItems = 1;  // the streaming kernel's state buffers (its shared memory: kDecodeBufs x D x D fp32)
 
 template <int D, int kSplit>
 __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
   constexpr int R = D / kSplit, kBufs = kDecodeBufs, kGroup = D * kSplit;
   constexpr uint32_t kStateBytes = D * D * sizeof(float);
   extern __shared__ __align__(128) float stage[];  // [3][D * D] state buffers, K-first
-  __shared__ DecodeSmem<D, kSplit> sms[2];          // one a half
+  __shared__ DecodeSmem<D, D, kSplit> sms[2];          // one a half
   __shared__ uint64_t full_raw[2 * kBufs];          // mbarriers: item j's state landed (j % 6)
   auto* full = reinterpret_cast<cutlass::arch::ClusterTransactionBarrier*>(full_raw);
   const int half = threadIdx.x / kGroup;
   const ThreadGroup g{static_cast<int>(threadIdx.x) % kGroup, 1 + half, kGroup};
-  DecodeSmem<D, kSplit>& sm = sms[half];
+  DecodeSmem<D, D, kSplit>& sm = sms[half];
   const int v = g.tid % D, kc = g.tid / D;
   auto item_of = [&](int j) { return static_cast<int>(blockIdx.x + int64_t(j) * gridDim.x); };
   auto prefetch = [&](int j) {  // item j of this CTA's list, by one thread
@@ -251,7 +263,7 @@ __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(co
     const int buf = j % kBufs;
     const DecodeItem it(a, item_of(j));
     const bool staged = it.slot >= 0 && it.len > 0;
-    if (staged) stage_inputs<D, kSplit>(a, it, it.t0, sm, g);  // their latency overlaps the state wait
+    if (staged) stage_inputs<D, D, kSplit>(a, it, it.t0, sm, g);  // their latency overlaps the state wait
     DecodeItem& cur = sm.item[(j / 2) % 2];  // the previous item's slot may still be read
     if (g.tid == 0) cur = it;
     full[j % (2 * kBufs)].wait((j / (2 * kBufs)) & 1);
@@ -271,7 +283,7 @@ __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(co
     }
     // The item from shared memory (published by the barrier above): at 64 state registers a
     // thread the half has no registers to keep its fields live across the tokens (ptxas: spills).
-    decode_tokens<D, kSplit>(a, cur, sm, hreg, g, staged);
+    decode_tokens<D, D, kSplit>(a, cur, sm, hreg, g, 0, staged);
     float* state = a.state + cur.slot * a.s_slot + cur.hv * a.s_head + v;
 #pragma unroll
     for (int i = 0; i < R; ++i) state[(kc * R + i) * D] = hreg[i];
@@ -334,9 +346,11 @@ Status gdn_decode(const GdnDecodeParams& p) {
   // The streaming kernel reads its smem buffer K-first; V-first states take the general kernel.
   const bool contiguous_slices = kfirst && a.s_row == V && reinterpret_cast<uintptr_t>(a.state) % 16 == 0 && a.s_slot % 4 == 0 &&
                                  a.s_head % 4 == 0;
-  if (contiguous_slices) {
-    const int sms = current_device_sm_count();
-    const int per_sm = K == 128 ? 1 : 2;  // 3 x 64 KB or 3 x 16 KB of state buffers per CTA
+  const int sms = current_device_sm_count();
+  const int per_sm = K == 128 ? 1 : 2;  // streaming CTAs an SM: 3 x 64 KB or 3 x 16 KB of state buffers each
+  // Streaming pays when each CTA has several items to overlap; fewer items are spread over more
+  // SMs by the general kernel's column split.
+  if (contiguous_slices && ctas >= int64_t(kDecodeStreamMinItems) * sms * per_sm) {
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(ctas, int64_t(sms) * per_sm));
     const int smem = static_cast<int>(kDecodeBufs * K * V * sizeof(float));
     // Halves of D x 2 threads: 2-way reductions, 64 (D = 128) state registers a thread.
@@ -345,10 +359,10 @@ Status gdn_decode(const GdnDecodeParams& p) {
     ATTNKIT_RETURN_IF_ERROR(cuda_status(ok, "gdn_decode"));
     if (K == 128) gdn_decode_stream_kernel<128, 2><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
     else gdn_decode_stream_kernel<64, 2><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
-  } else if (K == 128) {
-    gdn_decode_kernel<128, 4><<<static_cast<unsigned>(ctas), 512, 0, stream>>>(a);
+  } else if (K == 128) {  // half the columns a CTA, 4-way over the rows: 32 state registers a thread
+    gdn_decode_kernel<128, 64, 4><<<dim3(static_cast<unsigned>(ctas), 2), 256, 0, stream>>>(a);
   } else {
-    gdn_decode_kernel<64, 4><<<static_cast<unsigned>(ctas), 256, 0, stream>>>(a);
+    gdn_decode_kernel<64, 32, 4><<<dim3(static_cast<unsigned>(ctas), 2), 128, 0, stream>>>(a);
   }
   return cuda_status(cudaGetLastError(), "gdn_decode");
 }
