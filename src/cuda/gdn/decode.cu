@@ -1,14 +1,15 @@
 // src/cuda/gdn/decode.cu — gated delta rule recurrent decode on the GPU (fused_recurrent semantics,
 // spec/gdn.md "Decode"): a few tokens per sequence, the fp32 state read once and written once.
 //
-// Each (sequence, value head) item is run by a group of kSplit x D threads: one CTA an item
-// (general strides), or one half of a persistent CTA that streams items (contiguous states,
-// gdn_decode_stream_kernel). The K x V state ("K-first", V contiguous) is split over the group:
-// thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v in registers (R = D / kSplit), so loads
-// and stores of the state are coalesced along v and it never leaves registers between tokens. Per token the two reductions over K (h^T k and h^T q) are a register sum plus a
-// kSplit-way sum through shared memory. The floor is memory: 2 * K * V * 4 bytes per (sequence,
-// head) for the state, plus the token inputs; the chain of barriers per item is what keeps a CTA
-// from it (docs/perf/gdn_decode.md).
+// Each (sequence, value head) item's C value columns (of D) are run by a group of kSplit x C
+// threads: a CTA per (item, column block) in the general kernel (any strides, and too few items
+// to stream; C = D / 2), or one half of a persistent CTA that streams whole items (C = D;
+// contiguous states, gdn_decode_stream_kernel). The K x V state ("K-first", V contiguous) is
+// split over the group: thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v in registers
+// (R = D / kSplit), so loads and stores of the state are coalesced along v and it never leaves
+// registers between tokens. Per token the two reductions over K (h^T k and h^T q) are a register
+// sum plus a kSplit-way sum through shared memory. The floor is memory: 2 * K * V * 4 bytes per
+// (sequence, head) for the state, plus the token inputs (docs/perf/gdn_decode.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
