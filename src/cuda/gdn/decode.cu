@@ -220,10 +220,10 @@ __global__ void __launch_bounds__(C* kSplit) gdn_decode_kernel(const DecodeArgs 
 // async copies into three shared-memory buffers (item j of the CTA's list into buffer j % 3,
 // completing on mbarrier j % 6: six, so that each barrier serves one half and its waits come in
 // order), issued by the half that frees the buffer as soon as it has the state in registers.
-constexpr int kDecodeBufs = 3;
+constexpr int kDecodeBufs = 3;  // the streaming kernel's state buffers (its shared memory: kDecodeBufs x D x D fp32)
 // Streaming needs at least this many items a CTA; below, the column-split general kernel was
 // faster (probe, H200, H32 queued: B1 4.8 vs 7.3 us, B4 7.2 vs 8.5; B8 equal).
-constexpr int kDecodeStreamMinItems = 1;  // the streaming kernel's state buffers (its shared memory: kDecodeBufs x D x D fp32)
+constexpr int kDecodeStreamMinItems = 1;
 
 template <int D, int kSplit>
 __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
