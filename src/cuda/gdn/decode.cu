@@ -1,15 +1,16 @@
 // src/cuda/gdn/decode.cu — gated delta rule recurrent decode on the GPU (fused_recurrent semantics,
 // spec/gdn.md "Decode"): a few tokens per sequence, the fp32 state read once and written once.
 //
-// Each (sequence, value head) item's C value columns (of D) are run by a group of kSplit x C
-// threads: a CTA per (item, column block) in the general kernel (any strides, and too few items
-// to stream; C = D / 2), or one half of a persistent CTA that streams whole items (C = D;
-// contiguous states, gdn_decode_stream_kernel). The K x V state ("K-first", V contiguous) is
-// split over the group: thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v in registers
-// (R = D / kSplit), so loads and stores of the state are coalesced along v and it never leaves
-// registers between tokens. Per token the two reductions over K (h^T k and h^T q) are a register
-// sum plus a kSplit-way sum through shared memory. The floor is memory: 2 * K * V * 4 bytes per
-// (sequence, head) for the state, plus the token inputs (docs/perf/gdn_decode.md).
+// Each (sequence, value head) item's C value columns (of D) are run by a group of threads: a CTA
+// per (item, column block) in the general kernel (any strides, and too few items to stream;
+// C = D / 2), or one half of a persistent CTA that streams whole items (C = D; contiguous
+// states, gdn_decode_stream_kernel). The K x V state ("K-first", V contiguous) is split over the
+// group: thread (kc, v) keeps rows kc*R .. kc*R+R-1 of column v (the streaming kernel: of
+// columns v, v+1) in registers (R = D / kSplit), so loads and stores of the state are coalesced
+// along v and it never leaves registers between tokens. Per token the two reductions over K
+// (h^T k and h^T q) are a register sum plus a kSplit-way sum through shared memory. The floor is
+// memory: 2 * K * V * 4 bytes per (sequence, head) for the state, plus the token inputs
+// (docs/perf/gdn_decode.md).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -129,22 +130,20 @@ __device__ void prefetch_first_token(const DecodeArgs& a, const DecodeItem& it, 
   a.beta.prefetch_l2(it.b, it.t0, it.hv);
 }
 
-// Runs the item's tokens on the state column slice hreg (rows kc*R .. kc*R+R-1 of column
-// v = c0 + tid % C), writing the outputs of columns c0 .. c0+C-1. The first token's inputs may
+// Runs the item's tokens on the thread's state slice hreg (rows kc*R .. kc*R+R-1 of the VT
+// columns from v = c0 + (tid % (C / VT)) * VT; hreg[e * R + i] is row kc*R+i of column v+e),
+// writing the outputs of columns c0 .. c0+C-1. The first token's inputs may
 // already be staged (first_staged), which lets the caller overlap their loads with the state's.
 // Called by every thread of the group g (it has barriers).
-template <int D, int C, int kSplit>
-__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, C, kSplit>& sm, float (&hreg)[D / kSplit],
+template <int D, int C, int kSplit, int VT = 1>
+__device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, C, kSplit>& sm, float (&hreg)[VT * D / kSplit],
                               const ThreadGroup& g, int c0 = 0, bool first_staged = false) {
-  constexpr int R = D / kSplit;
-  const int vc = g.tid % C, v = c0 + vc, kc = g.tid / C;
+  constexpr int R = D / kSplit, CT = C / VT;
+  const int vc = (g.tid % CT) * VT, v = c0 + vc, kc = g.tid / CT;
   const bool has_gk = a.gk.data.ptr != nullptr;
   for (int64_t t = it.t0; t < it.t0 + it.len; ++t) {
     if (t > it.t0 || !first_staged) stage_inputs<D, C, kSplit>(a, it, t, sm, g);
     g.sync();
-    // The in-op l2norm's inverse norms are scalars: the dot products run on the raw rows and take
-    // them after the reductions, so warps 0 and 1 work them out here with no barrier of their own
-    // (read after the next one).
     if (a.l2norm && g.tid < 64) {  // warp 0: q norm, warp 1: k norm
       const float* x = g.tid < 32 ? sm.q : sm.k;
       float ss = 0.f;
@@ -153,33 +152,51 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
       if (g.tid % 32 == 0) sm.scalars[2 + g.tid / 32] = rsqrtf(ss + static_cast<float>(kL2NormEps));
     }
     const float decay = sm.scalars[0], beta = sm.scalars[1];
-    float p = 0.f;
+    float p[VT];
+#pragma unroll
+    for (int e = 0; e < VT; ++e) p[e] = 0.f;
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      hreg[i] *= has_gk ? sm.gk[kc * R + i] : decay;  // h <- diag(exp(g)) h
-      p += hreg[i] * sm.k[kc * R + i];
+      const float dk = has_gk ? sm.gk[kc * R + i] : decay, kk = sm.k[kc * R + i];
+#pragma unroll
+      for (int e = 0; e < VT; ++e) {
+        hreg[e * R + i] *= dk;  // h <- diag(exp(g)) h
+        p[e] += hreg[e * R + i] * kk;
+      }
     }
-    sm.part_p[kc][vc] = p;
+#pragma unroll
+    for (int e = 0; e < VT; ++e) sm.part_p[kc][vc + e] = p[e];
     g.sync();
     const float qn = a.l2norm ? sm.scalars[2] : 1.f, kn = a.l2norm ? sm.scalars[3] : 1.f;
-    p = 0.f;
+    float ku[VT], o[VT];
 #pragma unroll
-    for (int c = 0; c < kSplit; ++c) p += sm.part_p[c][vc];
-    const float u = beta * (sm.v[v] - kn * p);  // u = beta (v - h^T k)
-    const float ku = kn * u;
-    float o = 0.f;
+    for (int e = 0; e < VT; ++e) {
+      float pe = 0.f;
+#pragma unroll
+      for (int c = 0; c < kSplit; ++c) pe += sm.part_p[c][vc + e];
+      ku[e] = kn * beta * (sm.v[v + e] - kn * pe);  // u = beta (v - h^T k)
+      o[e] = 0.f;
+    }
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      hreg[i] += sm.k[kc * R + i] * ku;  // h <- h + k u^T
-      o += hreg[i] * sm.q[kc * R + i];
+      const float kk = sm.k[kc * R + i], qq = sm.q[kc * R + i];
+#pragma unroll
+      for (int e = 0; e < VT; ++e) {
+        hreg[e * R + i] += kk * ku[e];  // h <- h + k u^T
+        o[e] += hreg[e * R + i] * qq;
+      }
     }
-    sm.part_o[kc][vc] = o;
+#pragma unroll
+    for (int e = 0; e < VT; ++e) sm.part_o[kc][vc + e] = o[e];
     g.sync();
     if (kc == 0) {
-      float acc = 0.f;
 #pragma unroll
-      for (int c = 0; c < kSplit; ++c) acc += sm.part_o[c][vc];
-      store_out(a, it.obase + t * a.o_st + v, a.scale * qn * acc);
+      for (int e = 0; e < VT; ++e) {
+        float acc = 0.f;
+#pragma unroll
+        for (int c = 0; c < kSplit; ++c) acc += sm.part_o[c][vc + e];
+        store_out(a, it.obase + t * a.o_st + v + e, a.scale * qn * acc);
+      }
     }
   }
 }
@@ -224,10 +241,14 @@ constexpr int kDecodeBufs = 3;  // the streaming kernel's state buffers (its sha
 // Streaming needs at least this many items a CTA; below, the column-split general kernel was
 // faster (probe, H200, H32 queued: B1 4.8 vs 7.3 us, B4 7.2 vs 8.5; B8 equal).
 constexpr int kDecodeStreamMinItems = 1;
+// Value columns a streaming thread owns: 2 (8-byte state loads and stores, 4-way reductions) ran
+// 0.5-1% faster than 1 (2-way reductions) at B64 / B256 H32 (probe, queued).
+constexpr int kDecodeVT = 2;
 
-template <int D, int kSplit>
-__global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
-  constexpr int R = D / kSplit, kBufs = kDecodeBufs, kGroup = D * kSplit;
+template <int D, int kSplit, int VT>
+__global__ void __launch_bounds__(2 * D / VT * kSplit, 1) gdn_decode_stream_kernel(const DecodeArgs a, int num_items) {
+  static_assert(VT == 1 || VT == 2, "state moves are 4- or 8-byte");
+  constexpr int R = D / kSplit, kBufs = kDecodeBufs, kGroup = D / VT * kSplit;
   constexpr uint32_t kStateBytes = D * D * sizeof(float);
   extern __shared__ __align__(128) float stage[];  // [3][D * D] state buffers, K-first
   __shared__ DecodeSmem<D, D, kSplit> sms[2];          // one a half
@@ -236,7 +257,7 @@ __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(co
   const int half = threadIdx.x / kGroup;
   const ThreadGroup g{static_cast<int>(threadIdx.x) % kGroup, 1 + half, kGroup};
   DecodeSmem<D, D, kSplit>& sm = sms[half];
-  const int v = g.tid % D, kc = g.tid / D;
+  const int v = (g.tid % (D / VT)) * VT, kc = g.tid / (D / VT);
   auto item_of = [&](int j) { return static_cast<int>(blockIdx.x + int64_t(j) * gridDim.x); };
   auto prefetch = [&](int j) {  // item j of this CTA's list, by one thread
     const DecodeItem it(a, item_of(j));
@@ -268,10 +289,17 @@ __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(co
     DecodeItem& cur = sm.item[(j / 2) % 2];  // the previous item's slot may still be read
     if (g.tid == 0) cur = it;
     full[j % (2 * kBufs)].wait((j / (2 * kBufs)) & 1);
-    float hreg[R];
+    float hreg[VT * R];
     if (it.slot >= 0) {
 #pragma unroll
-      for (int i = 0; i < R; ++i) hreg[i] = stage[buf * D * D + (kc * R + i) * D + v];
+      for (int i = 0; i < R; ++i) {
+        if constexpr (VT == 2) {
+          const float2 x = *reinterpret_cast<const float2*>(&stage[buf * D * D + (kc * R + i) * D + v]);
+          hreg[i] = x.x, hreg[R + i] = x.y;
+        } else {
+          hreg[i] = stage[buf * D * D + (kc * R + i) * D + v];
+        }
+      }
     }
     g.sync();  // the half has its state: the buffer may be refilled
     if (g.tid == 0 && item_of(j + kBufs) < num_items) {
@@ -284,10 +312,13 @@ __global__ void __launch_bounds__(2 * D * kSplit, 1) gdn_decode_stream_kernel(co
     }
     // The item from shared memory (published by the barrier above): at 64 state registers a
     // thread the half has no registers to keep its fields live across the tokens (ptxas: spills).
-    decode_tokens<D, D, kSplit>(a, cur, sm, hreg, g, 0, staged);
+    decode_tokens<D, D, kSplit, VT>(a, cur, sm, hreg, g, 0, staged);
     float* state = a.state + cur.slot * a.s_slot + cur.hv * a.s_head + v;
 #pragma unroll
-    for (int i = 0; i < R; ++i) state[(kc * R + i) * D] = hreg[i];
+    for (int i = 0; i < R; ++i) {
+      if constexpr (VT == 2) *reinterpret_cast<float2*>(&state[(kc * R + i) * D]) = make_float2(hreg[i], hreg[R + i]);
+      else state[(kc * R + i) * D] = hreg[i];
+    }
   }
 }
 
@@ -354,12 +385,12 @@ Status gdn_decode(const GdnDecodeParams& p) {
   if (contiguous_slices && ctas >= int64_t(kDecodeStreamMinItems) * sms * per_sm) {
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(ctas, int64_t(sms) * per_sm));
     const int smem = static_cast<int>(kDecodeBufs * K * V * sizeof(float));
-    // Halves of D x 2 threads: 2-way reductions, 64 (D = 128) state registers a thread.
-    const cudaError_t ok = K == 128 ? ensure_dynamic_smem<gdn_decode_stream_kernel<128, 2>>(smem)
-                                    : ensure_dynamic_smem<gdn_decode_stream_kernel<64, 2>>(smem);
+    // Halves of D / 2 x 4 threads: 2 columns x D / 4 rows a thread (64 state registers at D = 128).
+    const cudaError_t ok = K == 128 ? ensure_dynamic_smem<gdn_decode_stream_kernel<128, 2 * kDecodeVT, kDecodeVT>>(smem)
+                                    : ensure_dynamic_smem<gdn_decode_stream_kernel<64, 2 * kDecodeVT, kDecodeVT>>(smem);
     ATTNKIT_RETURN_IF_ERROR(cuda_status(ok, "gdn_decode"));
-    if (K == 128) gdn_decode_stream_kernel<128, 2><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
-    else gdn_decode_stream_kernel<64, 2><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
+    if (K == 128) gdn_decode_stream_kernel<128, 2 * kDecodeVT, kDecodeVT><<<grid, 512, smem, stream>>>(a, static_cast<int>(ctas));
+    else gdn_decode_stream_kernel<64, 2 * kDecodeVT, kDecodeVT><<<grid, 256, smem, stream>>>(a, static_cast<int>(ctas));
   } else if (K == 128) {  // half the columns a CTA, 4-way over the rows: 32 state registers a thread
     gdn_decode_kernel<128, 64, 4><<<dim3(static_cast<unsigned>(ctas), 2), 256, 0, stream>>>(a);
   } else {
