@@ -3,7 +3,9 @@
 // place through state indices with a padding slot, varlen, GVA, the in-op options and the per-key
 // gate. The chunked forward against the float64 token recurrence with FLA's metric and tolerance
 // (spec/gdn.md): gate strengths, tails, varlen with 1-token and empty sequences, GVA, both state
-// layouts, unaligned rows. Outputs NaN-poisoned before every launch. Metric: RMS(err) / RMS(ref).
+// layouts, unaligned rows, activations past 2^31 elements. Outputs NaN-poisoned before every
+// launch. Metric: RMS(err) / RMS(ref).
+#include <algorithm>
 #include <memory>
 
 #include "gdn_test_util.hpp"
@@ -370,6 +372,128 @@ TEST_F(GdnChunkGpu, NonFiniteRowsStayInTheirSequence) {
       EXPECT_LT(rel_rms(hs, slice(ht_ref, n, n + 1, per_state)), 0.005);
     }
   }
+}
+
+// ---- activations past 2^31 elements (64-bit offsets) ----
+
+// Rows [from, from + rows) of a small tensor's leading rows placed at row `to` of a big one (a row:
+// one token (b, t) of q / k / v / beta / g / out, or one sequence of h0 / ht).
+struct RowBlock {
+  int64_t from, rows, to;
+};
+
+// A device tensor like h but with leading dims `lead` (h's first lead.size() dims are its rows),
+// filled with the byte `fill`, h's row blocks copied in; its view into *view.
+std::unique_ptr<DeviceScratch> big_tensor(const HostTensor& h, const std::vector<int64_t>& lead, unsigned char fill,
+                                          const std::vector<RowBlock>& blocks, TensorView* view) {
+  const int lead_dims = static_cast<int>(lead.size());
+  int64_t h_rows = 1, big_rows = 1;
+  for (int d = 0; d < lead_dims; ++d) h_rows *= h.view.sizes[d], big_rows *= lead[d];
+  const size_t row_bytes = h.buf.size() / static_cast<size_t>(h_rows);
+  auto t = std::make_unique<DeviceScratch>(row_bytes * static_cast<size_t>(big_rows));
+  EXPECT_EQ(cudaMemset(t->ptr, fill, t->bytes), cudaSuccess);
+  for (const RowBlock& b : blocks)
+    EXPECT_EQ(cudaMemcpy(static_cast<char*>(t->ptr) + b.to * row_bytes, h.buf.data() + b.from * row_bytes, b.rows * row_bytes,
+                         cudaMemcpyHostToDevice),
+              cudaSuccess);
+  *view = h.view;
+  view->data = t->ptr;
+  view->device = Device::cuda(0);
+  for (int d = 0; d < lead_dims; ++d) view->sizes[d] = lead[d];
+  int64_t st = 1;
+  for (int d = view->ndim - 1; d >= 0; --d) view->strides[d] = st, st *= view->sizes[d];
+  return t;
+}
+
+// The checked token and sequence rows of `small` run inside a forward whose q, k, v and output
+// pass 2^31 elements: big is small's case with B x T tokens (B = 1 and `seqlens` when packed);
+// `tokens` places small's token rows (b * T + t) among big's, `seqs` its sequences. Everything
+// else is filler (bf16 0x3C3C = 0.0115, gates fp32 0xBCBCBCBC = -0.023: finite, non-zero).
+// Checked against the float64 recurrence of small; every filler sequence's final state must be
+// finite.
+void check_past_2_31(const GdnCase& small, const GdnCase& big, const std::vector<RowBlock>& tokens,
+                     const std::vector<RowBlock>& seqs) {
+  GdnData d = make_gdn(small, 51);
+  std::vector<double> o_ref, ht_ref;
+  gdn_oracle(small, d, o_ref, ht_ref);
+  ASSERT_GT(big.B * big.T * big.H * big.K, int64_t(1) << 31);
+  GdnData dev = d;  // views replaced below
+  std::vector<std::unique_ptr<DeviceScratch>> bufs;
+  const std::vector<int64_t> tok = {big.B, big.T}, seq = {big.N()};
+  bufs.push_back(big_tensor(d.q, tok, 0x3C, tokens, &dev.q.view));
+  bufs.push_back(big_tensor(d.k, tok, 0x3C, tokens, &dev.k.view));
+  bufs.push_back(big_tensor(d.v, tok, 0x3C, tokens, &dev.v.view));
+  bufs.push_back(big_tensor(d.beta, tok, 0x3C, tokens, &dev.beta.view));
+  bufs.push_back(big_tensor(d.g, tok, 0xBC, tokens, &dev.g.view));
+  bufs.push_back(big_tensor(d.h0, seq, 0x3C, seqs, &dev.h0.view));
+  DeviceScratch* out = bufs.emplace_back(big_tensor(d.out, tok, 0xff, {}, &dev.out.view)).get();
+  DeviceScratch* ht = bufs.emplace_back(big_tensor(d.ht, seq, 0xff, {}, &dev.ht.view)).get();
+  std::unique_ptr<DeviceTensor> dcu;
+  dev.cu = HostTensor();
+  if (!big.seqlens.empty()) {
+    std::vector<int64_t> cu = {0};
+    for (int64_t l : big.seqlens) cu.push_back(cu.back() + l);
+    dcu = std::make_unique<DeviceTensor>(index_tensor(DType::kInt64, cu));
+    dev.cu.view = dcu->view;
+  }
+  GdnFwdParams p;
+  const GdnCase& c = big;
+  p.in = gdn_inputs(c, dev);
+  p.out = dev.out.view;
+  p.final_state = dev.ht.view;
+  const DeviceScratch ws(gdn_forward_workspace_size(p));
+  p.workspace = ws.workspace();
+  const Status st = gdn_forward(p);
+  ASSERT_TRUE(st.ok()) << st.message();
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  // Back: the checked rows of the output and of the final state, into small-shaped host tensors.
+  auto fetch = [](const DeviceScratch& t, HostTensor& h, int64_t h_rows, const std::vector<RowBlock>& blocks) {
+    const size_t row_bytes = h.buf.size() / static_cast<size_t>(h_rows);
+    for (const RowBlock& b : blocks)
+      EXPECT_EQ(cudaMemcpy(h.buf.data() + b.from * row_bytes, static_cast<const char*>(t.ptr) + b.to * row_bytes,
+                           b.rows * row_bytes, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+  };
+  HostTensor o_small = d.out, h_small = d.ht;
+  fetch(*out, o_small, small.B * small.T, tokens);
+  fetch(*ht, h_small, small.N(), seqs);
+  const auto o = o_small.values(), h = h_small.values();
+  ASSERT_TRUE(all_finite(o)) << "unwritten or non-finite outputs";
+  ASSERT_TRUE(all_finite(h)) << "unwritten or non-finite final states";
+  EXPECT_LT(rel_rms(o, o_ref), 0.005);
+  EXPECT_LT(rel_rms(h, ht_ref), 0.005);
+  // Every filler sequence's final state written and finite.
+  std::vector<float> all(ht->bytes / sizeof(float));
+  ASSERT_EQ(cudaMemcpy(all.data(), ht->ptr, ht->bytes, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_TRUE(std::all_of(all.begin(), all.end(), [](float x) { return std::isfinite(x); }))
+      << "a filler sequence's final state is not finite";
+}
+
+// Packed: 2 checked sequences (150 and 130 tokens, tail chunks) around 8 filler sequences of
+// 2^17 tokens, H = HV = 16, K = V = 128: the last one starts at element 2^31 + 2^18 + 2^17 ... of
+// q and of the output, past 2^31.
+TEST_F(GdnChunkGpu, ActivationsPast2To31ElementsVarlen) {
+  GdnCase small = chunk_case(DType::kBFloat16, 128, 0);
+  small.H = small.HV = 16;
+  small.seqlens = {150, 130};
+  small.T = 280;
+  GdnCase big = small;
+  big.seqlens = {150};
+  for (int i = 0; i < 8; ++i) big.seqlens.push_back(int64_t(1) << 17);
+  big.seqlens.push_back(130);
+  big.T = 280 + 8 * (int64_t(1) << 17);
+  check_past_2_31(small, big, {{0, 150, 0}, {150, 130, big.T - 130}}, {{0, 1, 0}, {1, 1, 9}});
+}
+
+// Dense: 2 checked batch rows of 256 tokens at rows 0 and 1024 of B = 1025, H = HV = 64 (w and u
+// formed in the recurrence): q holds 2^31 + 2^21 elements, batch row 1024 starts at 2^31.
+TEST_F(GdnChunkGpu, ActivationsPast2To31ElementsDenseManyHeads) {
+  GdnCase small = chunk_case(DType::kBFloat16, 128, 256);
+  small.B = 2;
+  small.H = small.HV = 64;
+  GdnCase big = small;
+  big.B = 1025;
+  check_past_2_31(small, big, {{0, 256, 0}, {256, 256, 1024 * 256}}, {{0, 1, 0}, {1, 1, 1024}});
 }
 
 // A case's device tensors and forward params (no final state, no workspace), for the tests that
