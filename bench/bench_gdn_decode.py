@@ -75,11 +75,12 @@ def main():
         h0 = torch.randn(B, H, D, D, device=dev, dtype=torch.float32)
         state = h0.clone()
         out = torch.empty_like(v)
-        stream = torch.cuda.current_stream().cuda_stream
-        run = lambda: fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), state.data_ptr(),
-                         out.data_ptr(), B, 1, H, H, D, 0, 0, stream, err, 512)
-        if run() != 0:
-            raise RuntimeError(err.value.decode())
+        def step(s):  # one decode call updating state s, on the current stream (a graph's while capturing)
+            if fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), s.data_ptr(), out.data_ptr(),
+                  B, 1, H, H, D, 0, 0, torch.cuda.current_stream().cuda_stream, err, 512) != 0:
+                raise RuntimeError(err.value.decode())
+        run = lambda: step(state)
+        run()
         ms = do_bench(run, warmup=25, rep=200, return_mode="median")
         fla_ms, rel = float("nan"), float("nan")
         try:
@@ -95,11 +96,7 @@ def main():
             print("FLA failed:", str(e)[:200])
         # The serving view: LAYERS calls on LAYERS states in one graph.
         states = [h0.clone() for _ in range(LAYERS)]
-        def layer(i):
-            if fn(q.data_ptr(), k.data_ptr(), v.data_ptr(), g.data_ptr(), beta.data_ptr(), states[i].data_ptr(),
-                  out.data_ptr(), B, 1, H, H, D, 0, 0, torch.cuda.current_stream().cuda_stream, err, 512) != 0:
-                raise RuntimeError(err.value.decode())
-        lay_ms = layers_ms(layer)
+        lay_ms = layers_ms(lambda i: step(states[i]))
         del states
         h0s = [h0.clone() for _ in range(LAYERS)]
         with torch.no_grad():

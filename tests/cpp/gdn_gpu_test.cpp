@@ -437,8 +437,7 @@ void check_past_2_31(const GdnCase& small, const GdnCase& big, const std::vector
     dev.cu.view = dcu->view;
   }
   GdnFwdParams p;
-  const GdnCase& c = big;
-  p.in = gdn_inputs(c, dev);
+  p.in = gdn_inputs(big, dev);
   p.out = dev.out.view;
   p.final_state = dev.ht.view;
   const DeviceScratch ws(gdn_forward_workspace_size(p));
@@ -470,8 +469,8 @@ void check_past_2_31(const GdnCase& small, const GdnCase& big, const std::vector
 }
 
 // Packed: 2 checked sequences (150 and 130 tokens, tail chunks) around 8 filler sequences of
-// 2^17 tokens, H = HV = 16, K = V = 128: the last one starts at element 2^31 + 2^18 + 2^17 ... of
-// q and of the output, past 2^31.
+// 2^17 tokens, H = HV = 16, K = V = 128 (2048 elements a token): the last one starts at token
+// 150 + 2^20, element 2^31 + 150 x 2048 of q and of the output.
 TEST_F(GdnChunkGpu, ActivationsPast2To31ElementsVarlen) {
   GdnCase small = chunk_case(DType::kBFloat16, 128, 0);
   small.H = small.HV = 16;

@@ -132,9 +132,9 @@ __device__ void prefetch_first_token(const DecodeArgs& a, const DecodeItem& it, 
 
 // Runs the item's tokens on the thread's state slice hreg (rows kc*R .. kc*R+R-1 of the VT
 // columns from v = c0 + (tid % (C / VT)) * VT; hreg[e * R + i] is row kc*R+i of column v+e),
-// writing the outputs of columns c0 .. c0+C-1. The first token's inputs may
-// already be staged (first_staged), which lets the caller overlap their loads with the state's.
-// Called by every thread of the group g (it has barriers).
+// writing the outputs of columns c0 .. c0+C-1. The first token's inputs may already be staged
+// (first_staged), which lets the caller overlap their loads with the state's. Called by every
+// thread of the group g (it has barriers).
 template <int D, int C, int kSplit, int VT = 1>
 __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeSmem<D, C, kSplit>& sm, float (&hreg)[VT * D / kSplit],
                               const ThreadGroup& g, int c0 = 0, bool first_staged = false) {
