@@ -473,6 +473,7 @@ void check_past_2_31(const GdnCase& small, const GdnCase& big, const std::vector
 // 150 + 2^20, element 2^31 + 150 x 2048 of q and of the output.
 TEST_F(GdnChunkGpu, ActivationsPast2To31ElementsVarlen) {
   GdnCase small = chunk_case(DType::kBFloat16, 128, 0);
+  small.B = 1;  // packed
   small.H = small.HV = 16;
   small.seqlens = {150, 130};
   small.T = 280;
