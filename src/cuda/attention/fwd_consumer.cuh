@@ -14,11 +14,29 @@
 namespace attnkit::cuda::attn {
 
 // Barrier ids 1..2 (0 is __syncthreads): warpgroup w waits on 1 + w for its turn to issue WGMMAs
-// and passes the turn to the other right after issuing.
+// and passes the turn to the other right after issuing. Two encodings of the same barriers:
+// kImmediateIds (D128, D256) issues immediate ids under a predicate, because ids computed from w
+// stayed in registers across the main loop and the flex catalog's instantiations spilled them;
+// D64 computes them from w, which measured 5-8% faster there (docs/perf/attention_fwd.md, v9).
+template <bool kImmediateIds>
 struct IssueTurns {
   int wg;  // 0 or 1
-  CUTE_DEVICE void wait() const { cutlass::arch::NamedBarrier::sync(256, 1 + wg); }
-  CUTE_DEVICE void pass() const { cutlass::arch::NamedBarrier::arrive(256, 1 + (1 - wg)); }
+  CUTE_DEVICE void wait() const {
+    if constexpr (kImmediateIds) {
+      if (wg == 0) cutlass::arch::NamedBarrier::sync(256, 1);
+      else cutlass::arch::NamedBarrier::sync(256, 2);
+    } else {
+      cutlass::arch::NamedBarrier::sync(256, 1 + wg);
+    }
+  }
+  CUTE_DEVICE void pass() const {
+    if constexpr (kImmediateIds) {
+      if (wg == 0) cutlass::arch::NamedBarrier::arrive(256, 2);
+      else cutlass::arch::NamedBarrier::arrive(256, 1);
+    } else {
+      cutlass::arch::NamedBarrier::arrive(256, 1 + (1 - wg));
+    }
+  }
   CUTE_DEVICE void start() const {  // warpgroup 0 goes first, once per kernel
     if (wg == 0) cutlass::arch::NamedBarrier::arrive(256, 1);
   }
@@ -30,6 +48,7 @@ struct Consumer {
   using Tile = typename Variant::template Tile<Traits>;
   using Scores = typename Variant::template Scores<Traits>;
   using Element = typename T::Element;
+  using Turns = IssueTurns<(T::kHeadDim > 64)>;
   typename T::TiledMmaQK mma_qk;
   typename T::TiledMmaPV mma_pv;
   int thread_idx;  // 0 .. 255 over both consumer warpgroups
@@ -39,7 +58,7 @@ struct Consumer {
 
   CUTE_DEVICE void run(const FwdParams<T, Variant>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
                        typename T::Pipeline& pipe_v) {
-    const IssueTurns turns{wg};
+    const Turns turns{wg};
     turns.start();
     typename T::PipelineState state;  // index 0, phase 0
     for (int j = 0;; ++j) {  // the j-th tile of this CTA, in Q buffer j % kQStages
@@ -53,15 +72,21 @@ struct Consumer {
 
   CUTE_DEVICE void mainloop_and_epilogue(const FwdParams<T, Variant>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
                                          typename T::Pipeline& pipe_v, typename T::PipelineState& state,
-                                         const IssueTurns& turns, int t, int q_buf) {
+                                         const Turns& turns, int t, int q_buf) {
     const AttnFwdArgs& a = params.args;
     const Tile tile(a, params.extra, t);
-    Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
     Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
     auto wg_qk = mma_qk.get_slice(wg * 128);  // operand descriptors are per warpgroup
     auto wg_pv = mma_pv.get_slice(wg * 128);
-    Tensor tSrQ = wg_qk.partition_fragment_A(sQ);   // descriptors of this warpgroup's 64 rows
+    // Descriptors of this warpgroup's 64 rows of Q, derived again for every S GEMM from an opaque
+    // copy of the buffer index: held across the main loop (16 x 64 bits at D256) ptxas spilled
+    // them; deriving them is a few uniform integer ops.
+    auto q_operand = [&]() __attribute__((always_inline)) {
+      int b = q_buf;
+      asm volatile("mov.b32 %0, %0;" : "+r"(b));
+      return wg_qk.partition_fragment_A(T::smem_q(smem, b));
+    };
     Tensor tSrK = wg_qk.partition_fragment_B(sK);   // (.., stage)
     Tensor tOrV = wg_pv.partition_fragment_B(sVt);  // (.., stage)
     Tensor tOrO = partition_fragment_C(mma_pv, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [64, D] / 128 threads
@@ -87,7 +112,7 @@ struct Consumer {
     if (count > 0) {
       pipe_k.consumer_wait(state);
       turns.wait();
-      gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+      gemm_ss_zero(mma_qk, q_operand(), tSrK(_, _, _, state.index()), tSrS);
       turns.pass();
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
@@ -100,7 +125,7 @@ struct Consumer {
         pipe_k.consumer_wait(state);
         pipe_v.consumer_wait(state_v);
         turns.wait();
-        gemm_ss_zero(mma_qk, tSrQ, tSrK(_, _, _, state.index()), tSrS);
+        gemm_ss_zero(mma_qk, q_operand(), tSrK(_, _, _, state.index()), tSrS);
         gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
         turns.pass();
         warpgroup_wait<1>();  // S_n ready; P.V still running
