@@ -1,10 +1,12 @@
 // src/cuda/attention/bwd_epilogue.cuh — writing a consumer warpgroup's dK or dV rows (64 keys x D,
-// fp32 in registers) when the CTA is done: converted straight into the output when there is one
-// query head per kv head, added into the fp32 kv-head buffer with atomics (GQA, atomic), or stored
-// into the per-query-head fp32 buffer (GQA, split). Rows past the sequence end are not written.
+// fp32 in registers) when the CTA is done: converted straight into the output (16-byte stores)
+// when there is one query head per kv head, added into the fp32 kv-head buffer with atomics (GQA,
+// atomic), or stored into the per-query-head fp32 buffer (GQA, split). Rows past the sequence end
+// are not written.
 #pragma once
 #include "attnkit/semantics/heads.hpp"
 #include "src/cuda/attention/bwd_traits.cuh"
+#include "src/cuda/attention/fragment.cuh"
 
 namespace attnkit::cuda::attn {
 
@@ -20,20 +22,15 @@ CUTE_DEVICE void store_dkv(const AttnBwdArgs& a, const Tile& tile, TensorA const
   CUTE_UNROLL
   for (int mi = 0; mi < size<0>(acc_rc); ++mi) {
     const int key = key0 + get<0>(coord_rc(mi, 0));
-    if (key >= tile.seq.seqlen_k) continue;
+    const bool in_sequence = key < tile.seq.seqlen_k;
     const int64_t token = int64_t(tile.seq.offset_k) + key;  // row in the packed / per-batch tensor
-    if (direct) {
+    if (direct) {  // 16-byte stores (fragment.cuh; dk, dv are checked 16-byte aligned), shuffles for every row
       Element* row = static_cast<Element*>(out) + (varlen ? 0 : tile.batch * out_stride[0]) + token * out_stride[1] +
                      head_kv * out_stride[2];
-      CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(acc_rc); ni += 2) {  // columns (c, c + 1) are adjacent registers
-        cutlass::Array<Element, 2> pair;
-        pair[0] = Element(acc_rc(mi, ni));
-        pair[1] = Element(acc_rc(mi, ni + 1));
-        *reinterpret_cast<cutlass::Array<Element, 2>*>(row + get<1>(coord_rc(mi, ni))) = pair;
-      }
+      store_row_16b(acc_rc, coord_rc, mi, row, in_sequence);
       continue;
     }
+    if (!in_sequence) continue;
     const int64_t row_k = varlen ? token : int64_t(tile.batch) * a.seqlen_k + key;
     float* row = a.split_dkv ? accum + (row_k * a.heads_q + tile.head) * Traits::kHeadDim
                              : accum + (row_k * a.heads_kv + head_kv) * Traits::kHeadDim;

@@ -41,4 +41,51 @@ CUTE_DEVICE void convert_into(TensorIn const& in, TensorOut& out) {
   *reinterpret_cast<cutlass::Array<To, N>*>(out.data()) = convert(*reinterpret_cast<cutlass::Array<From, N> const*>(in.data()));
 }
 
+// A 4 x 4 transpose of 32-bit values across the four lanes of a quad, in two exchange stages:
+// lane q holds m[c] = M[q][c] on entry and m[r] = M[r][q] on return. All 32 lanes must call it.
+CUTE_DEVICE void quad_transpose(uint32_t (&m)[4]) {
+  const bool b0 = threadIdx.x & 1, b1 = threadIdx.x & 2;  // the lane's bits within its quad
+  // With lane q ^ 1: keep the columns c with c % 2 == q % 2, trade the others. Then u0, u1 are
+  // rows (q & 2) + 0, + 1 of column q % 2, and u2, u3 the same rows of column 2 + q % 2.
+  const uint32_t r0 = __shfl_xor_sync(0xffffffff, b0 ? m[0] : m[1], 1);
+  const uint32_t r1 = __shfl_xor_sync(0xffffffff, b0 ? m[2] : m[3], 1);
+  const uint32_t own0 = b0 ? m[1] : m[0], own1 = b0 ? m[3] : m[2];
+  const uint32_t u0 = b0 ? r0 : own0, u1 = b0 ? own0 : r0, u2 = b0 ? r1 : own1, u3 = b0 ? own1 : r1;
+  // With lane q ^ 2: keep column q (2 (q / 2) + q % 2), trade the other.
+  const uint32_t s0 = __shfl_xor_sync(0xffffffff, b1 ? u0 : u2, 2);
+  const uint32_t s1 = __shfl_xor_sync(0xffffffff, b1 ? u1 : u3, 2);
+  const uint32_t k0 = b1 ? u2 : u0, k1 = b1 ? u3 : u1;  // rows 2 (q / 2) + 0, + 1
+  m[0] = b1 ? s0 : k0;
+  m[1] = b1 ? s1 : k1;
+  m[2] = b1 ? k0 : s0;
+  m[3] = b1 ? k1 : s1;
+}
+
+// Row mi of a thread's (row, col) fragment (as_rowcol), converted to Element, written at `row`
+// (16-byte aligned) as 16-byte stores. In a row, lane q of a quad holds the pair (8j + 2q, +1) of
+// every 8-column group j (registers ni = 2j, 2j + 1); for each run of four groups the quad
+// transposes, so lane q writes group 4g + q whole and a warp's stores fill their 32-byte sectors
+// (4-byte pair stores left every sector half used: ncu, docs/perf/flex_fwd.md). All 32 lanes
+// must call it; `store` false (a row past the sequence end) skips only the stores.
+template <class Element, class TensorA, class TensorC>
+CUTE_DEVICE void store_row_16b(TensorA const& acc_rc, TensorC const& coord_rc, int mi, Element* row, bool store) {
+  constexpr int kGroups = decltype(size<1>(acc_rc))::value / 2;  // 8-column groups in a row
+  static_assert(kGroups % 4 == 0);
+  const int q = threadIdx.x % 4;
+  CUTE_UNROLL
+  for (int g = 0; g < kGroups / 4; ++g) {
+    uint32_t m[4];  // the pairs of groups 4g .. 4g + 3, then group 4g + q whole
+    CUTE_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      cutlass::Array<Element, 2> pair;
+      pair[0] = Element(acc_rc(mi, 8 * g + 2 * c));
+      pair[1] = Element(acc_rc(mi, 8 * g + 2 * c + 1));
+      m[c] = reinterpret_cast<const uint32_t&>(pair);
+    }
+    quad_transpose(m);
+    const int col = get<1>(coord_rc(mi, 8 * g)) - 2 * q + 8 * q;  // first column of group 4g + q
+    if (store) *reinterpret_cast<uint4*>(row + col) = make_uint4(m[0], m[1], m[2], m[3]);
+  }
+}
+
 }  // namespace attnkit::cuda::attn
