@@ -83,8 +83,8 @@ CUTE_DEVICE void store_row_16b(TensorA const& acc_rc, TensorC const& coord_rc, i
       m[c] = reinterpret_cast<const uint32_t&>(pair);
     }
     quad_transpose(m);
-    const int col = get<1>(coord_rc(mi, 8 * g)) - 2 * q + 8 * q;  // first column of group 4g + q
-    if (store) *reinterpret_cast<uint4*>(row + col) = make_uint4(m[0], m[1], m[2], m[3]);
+    const int group0 = get<1>(coord_rc(mi, 8 * g)) - 2 * q;  // first column of group 4g
+    if (store) *reinterpret_cast<uint4*>(row + group0 + 8 * q) = make_uint4(m[0], m[1], m[2], m[3]);
   }
 }
 

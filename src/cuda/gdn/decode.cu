@@ -144,6 +144,9 @@ __device__ void decode_tokens(const DecodeArgs& a, const DecodeItem& it, DecodeS
   for (int64_t t = it.t0; t < it.t0 + it.len; ++t) {
     if (t > it.t0 || !first_staged) stage_inputs<D, C, kSplit>(a, it, t, sm, g);
     g.sync();
+    // The in-op l2norm's inverse norms are scalars: the dot products run on the raw rows and take
+    // them after the reductions, so warps 0 and 1 work them out here with no barrier of their own
+    // (read after the next one).
     if (a.l2norm && g.tid < 64) {  // warp 0: q norm, warp 1: k norm
       const float* x = g.tid < 32 ? sm.q : sm.k;
       float ss = 0.f;
