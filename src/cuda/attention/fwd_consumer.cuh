@@ -107,6 +107,12 @@ struct Consumer {
       softmax.step(s_rc, corr);
     };
 
+    // Q is read by the S GEMMs only: the buffer goes back to the producer as soon as the last one
+    // has completed, so the next tile's Q loads during this tile's last softmax, last P.V and
+    // epilogue (at D128 there is one Q buffer; its load was the first thing each tile waited for).
+    auto release_q = [&]() __attribute__((always_inline)) { smem.barrier_q_empty[q_buf].arrive(); };
+    float inv_sum[kRows], lse[kRows];
+
     clear(tOrO);
     const int count = tile.num_key_tiles();
     if (count > 0) {
@@ -117,6 +123,7 @@ struct Consumer {
       warpgroup_wait<0>();
       warpgroup_fence_operand(tSrS);
       pipe_k.consumer_release(state);
+      if (count == 1) release_q();
       scores_to_probs(0);
       convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
       for (int i = 1; i < count; ++i) {
@@ -131,6 +138,7 @@ struct Consumer {
         warpgroup_wait<1>();  // S_n ready; P.V still running
         warpgroup_fence_operand(tSrS);
         pipe_k.consumer_release(state);
+        if (i == count - 1) release_q();
         scores_to_probs(i);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
@@ -143,15 +151,15 @@ struct Consumer {
       turns.wait();
       gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state.index()), tOrO);
       turns.pass();
+      softmax.finalize(inv_sum, lse, scores.lse_scale());  // while the last P.V runs
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
       pipe_v.consumer_release(state);
       ++state;
+    } else {
+      release_q();
+      softmax.finalize(inv_sum, lse, scores.lse_scale());
     }
-    smem.barrier_q_empty[q_buf].arrive();  // Q is no longer read: the producer may refill the buffer
-
-    float inv_sum[kRows], lse[kRows];
-    softmax.finalize(inv_sum, lse, scores.lse_scale());
     Tensor o_rc = as_rowcol(tOrO);
     rescale_rows(o_rc, inv_sum);
     Tensor cO = as_rowcol(mma_pv.get_thread_slice(thread_idx).partition_C(

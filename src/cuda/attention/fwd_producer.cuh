@@ -8,10 +8,14 @@
 
 namespace attnkit::cuda::attn {
 
-template <class Traits, class Variant, class Tile>
+// Loads one tile. `claim_q_buffer` waits until Q buffer q_buf may be written; it is called after
+// the tile's coordinates and TMA views are set up (~1000 cycles of integer work), so that work
+// overlaps the consumers' last use of the buffer rather than delaying the Q load.
+template <class Traits, class Variant, class Tile, class ClaimQBuffer>
 CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem,
                            typename Traits::Pipeline& pipe_k, typename Traits::Pipeline& pipe_v,
-                           typename Traits::PipelineState& state, const Tile& tile, int q_buf) {
+                           typename Traits::PipelineState& state, const Tile& tile, int q_buf,
+                           const ClaimQBuffer& claim_q_buffer) {
   using T = Traits;
   Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
@@ -32,6 +36,7 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Tr
   auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
   auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
 
+  claim_q_buffer();
   smem.barrier_q_full[q_buf].arrive_and_expect_tx(T::kTmaBytesQ);
   copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.barrier_q_full[q_buf]), 0), tQgQ, tQsQ);
   const int count = tile.num_key_tiles();
@@ -50,7 +55,8 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Tr
 // publishes each tile in smem.tile[buf] before that Q buffer's full barrier completes; the
 // consumers read it after waiting on the barrier (the arrive releases, the wait acquires). A tile
 // index past the end, published with a plain arrive, tells the consumers to stop.
-// The j-th tile of a CTA uses Q buffer j % kQStages.
+// The j-th tile of a CTA uses Q buffer j % kQStages; the consumers give a buffer back once their
+// last S GEMM of its tile has completed.
 template <class Traits, class Variant>
 CUTE_DEVICE void producer(const FwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem,
                           typename Traits::Pipeline& pipe_k, typename Traits::Pipeline& pipe_v) {
@@ -62,13 +68,16 @@ CUTE_DEVICE void producer(const FwdParams<Traits, Variant>& params, typename Tra
   for (int t = blockIdx.x, j = 0;; t = next_tile(), ++j) {
     while (t < a.num_tiles && Tile(a, params.extra, t).skip()) t = next_tile();
     const int buf = j % kQ;
-    if (j >= kQ) smem.barrier_q_empty[buf].wait((j / kQ - 1) & 1);  // consumers done with tile j - kQ
-    *const_cast<volatile int*>(&smem.tile[buf]) = t;
+    auto claim_q_buffer = [&] {
+      if (j >= kQ) smem.barrier_q_empty[buf].wait((j / kQ - 1) & 1);  // consumers done with tile j - kQ's Q
+      *const_cast<volatile int*>(&smem.tile[buf]) = t;
+    };
     if (t >= a.num_tiles) {
+      claim_q_buffer();
       smem.barrier_q_full[buf].arrive();
       break;
     }
-    load_tile(params, smem, pipe_k, pipe_v, state, Tile(a, params.extra, t), buf);
+    load_tile(params, smem, pipe_k, pipe_v, state, Tile(a, params.extra, t), buf, claim_q_buffer);
   }
   pipe_k.producer_tail(state);
   pipe_v.producer_tail(state);
