@@ -19,18 +19,27 @@ CUTE_DEVICE void store_dkv(const AttnBwdArgs& a, const Tile& tile, TensorA const
   const int head_kv = static_cast<int>(kv_head_of(tile.head, a.heads_q, a.heads_kv));
   const bool direct = a.heads_q == a.heads_kv;
   const int key0 = tile.n_block * Traits::kBlockN;
-  CUTE_UNROLL
-  for (int mi = 0; mi < size<0>(acc_rc); ++mi) {
-    const int key = key0 + get<0>(coord_rc(mi, 0));
-    const bool in_sequence = key < tile.seq.seqlen_k;
-    const int64_t token = int64_t(tile.seq.offset_k) + key;  // row in the packed / per-batch tensor
-    if (direct) {  // 16-byte stores (fragment.cuh; dk, dv are checked 16-byte aligned), shuffles for every row
-      Element* row = static_cast<Element*>(out) + (varlen ? 0 : tile.batch * out_stride[0]) + token * out_stride[1] +
-                     head_kv * out_stride[2];
-      store_row_16b(acc_rc, coord_rc, mi, row, in_sequence);
-      continue;
+  constexpr int kRows = decltype(size<0>(acc_rc))::value;
+  if (direct) {  // 16-byte stores (fragment.cuh; dk, dv are checked 16-byte aligned), every row transposed first
+    uint32_t words[kRows][kRunsOf<TensorA>][4];
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) quad_transpose_row<Element>(acc_rc, mi, words[mi]);
+    CUTE_UNROLL
+    for (int mi = 0; mi < kRows; ++mi) {
+      const int key = key0 + get<0>(coord_rc(mi, 0));
+      if (key >= tile.seq.seqlen_k) continue;
+      const int64_t token = int64_t(tile.seq.offset_k) + key;  // row in the packed / per-batch tensor
+      store_row_16b(words[mi], coord_rc, mi,
+                    static_cast<Element*>(out) + (varlen ? 0 : tile.batch * out_stride[0]) + token * out_stride[1] +
+                        head_kv * out_stride[2]);
     }
-    if (!in_sequence) continue;
+    return;
+  }
+  CUTE_UNROLL
+  for (int mi = 0; mi < kRows; ++mi) {
+    const int key = key0 + get<0>(coord_rc(mi, 0));
+    if (key >= tile.seq.seqlen_k) continue;
+    const int64_t token = int64_t(tile.seq.offset_k) + key;  // row in the packed / per-batch tensor
     const int64_t row_k = varlen ? token : int64_t(tile.batch) * a.seqlen_k + key;
     float* row = a.split_dkv ? accum + (row_k * a.heads_q + tile.head) * Traits::kHeadDim
                              : accum + (row_k * a.heads_kv + head_kv) * Traits::kHeadDim;

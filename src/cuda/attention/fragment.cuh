@@ -61,30 +61,43 @@ CUTE_DEVICE void quad_transpose(uint32_t (&m)[4]) {
   m[3] = b1 ? k1 : s1;
 }
 
-// Row mi of a thread's (row, col) fragment (as_rowcol), converted to Element, written at `row`
-// (16-byte aligned) as 16-byte stores. In a row, lane q of a quad holds the pair (8j + 2q, +1) of
-// every 8-column group j (registers ni = 2j, 2j + 1); for each run of four groups the quad
-// transposes, so lane q writes group 4g + q whole and a warp's stores fill their 32-byte sectors
-// (4-byte pair stores left every sector half used: ncu, docs/perf/flex_fwd.md). All 32 lanes
-// must call it; `store` false (a row past the sequence end) skips only the stores.
-template <class Element, class TensorA, class TensorC>
-CUTE_DEVICE void store_row_16b(TensorA const& acc_rc, TensorC const& coord_rc, int mi, Element* row, bool store) {
-  constexpr int kGroups = decltype(size<1>(acc_rc))::value / 2;  // 8-column groups in a row
-  static_assert(kGroups % 4 == 0);
-  const int q = threadIdx.x % 4;
+// 16-byte row stores of a (row, col) fragment (as_rowcol). In a row, lane q of a quad holds the
+// pair (8j + 2q, +1) of every 8-column group j (registers ni = 2j, 2j + 1). For each run of four
+// groups the quad transposes (quad_transpose_row), so that lane q holds group 4g + q whole and
+// writes it with one 16-byte store (store_row_16b): a warp's stores fill their 32-byte sectors
+// (4-byte pair stores left every sector half used: ncu, docs/perf/flex_fwd.md).
+// Callers transpose every row before the first store: a store's source registers stay busy until
+// the store has read them, and with transpose / store / transpose / ... the later runs queued
+// behind the earlier stores (~200 cycles a store at D128; docs/perf/attention_fwd.md, v12).
+template <class TensorA>
+constexpr int kRunsOf = decltype(size<1>(std::declval<TensorA>()))::value / 8;  // runs of four 8-column groups
+
+// Row mi of the fragment, converted to Element and transposed: m[g] = lane q's group 4g + q.
+// All 32 lanes must call it (shuffles).
+template <class Element, class TensorA, int kRuns>
+CUTE_DEVICE void quad_transpose_row(TensorA const& acc_rc, int mi, uint32_t (&m)[kRuns][4]) {
+  static_assert(kRuns * 8 == decltype(size<1>(acc_rc))::value);
   CUTE_UNROLL
-  for (int g = 0; g < kGroups / 4; ++g) {
-    uint32_t m[4];  // the pairs of groups 4g .. 4g + 3, then group 4g + q whole
+  for (int g = 0; g < kRuns; ++g) {
     CUTE_UNROLL
     for (int c = 0; c < 4; ++c) {
       cutlass::Array<Element, 2> pair;
       pair[0] = Element(acc_rc(mi, 8 * g + 2 * c));
       pair[1] = Element(acc_rc(mi, 8 * g + 2 * c + 1));
-      m[c] = reinterpret_cast<const uint32_t&>(pair);
+      m[g][c] = reinterpret_cast<const uint32_t&>(pair);
     }
-    quad_transpose(m);
+    quad_transpose(m[g]);
+  }
+}
+
+// Writes quad_transpose_row's words of row mi at `row` (16-byte aligned).
+template <class Element, class TensorC, int kRuns>
+CUTE_DEVICE void store_row_16b(const uint32_t (&m)[kRuns][4], TensorC const& coord_rc, int mi, Element* row) {
+  const int q = threadIdx.x % 4;
+  CUTE_UNROLL
+  for (int g = 0; g < kRuns; ++g) {
     const int group0 = get<1>(coord_rc(mi, 8 * g)) - 2 * q;  // first column of group 4g
-    if (store) *reinterpret_cast<uint4*>(row + group0 + 8 * q) = make_uint4(m[0], m[1], m[2], m[3]);
+    *reinterpret_cast<uint4*>(row + group0 + 8 * q) = make_uint4(m[g][0], m[g][1], m[g][2], m[g][3]);
   }
 }
 

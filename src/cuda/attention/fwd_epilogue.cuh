@@ -18,12 +18,15 @@ CUTE_DEVICE void store_output(const AttnFwdArgs& a, const Tile& tile, TensorO co
   const bool varlen = a.cu_seqlens_q != nullptr;
   Element* out = static_cast<Element*>(a.out) + (varlen ? 0 : tile.batch * a.o_stride[0]) +
                  static_cast<int64_t>(tile.seq.offset_q) * a.o_stride[1] + tile.head * a.o_stride[2];
+  uint32_t words[kRows][kRunsOf<TensorO>][4];  // every row transposed before the first store
   CUTE_UNROLL
-  for (int mi = 0; mi < size<0>(o_rc); ++mi) {
+  for (int mi = 0; mi < kRows; ++mi) quad_transpose_row<Element>(o_rc, mi, words[mi]);
+  CUTE_UNROLL
+  for (int mi = 0; mi < kRows; ++mi) {
     const int row = tile.m_block * Traits::kBlockM + get<0>(coord_rc(mi, 0));
-    const bool in_sequence = row < tile.seq.seqlen_q;  // the quad's shuffles run either way
-    store_row_16b(o_rc, coord_rc, mi, out + static_cast<int64_t>(row) * a.o_stride[1], in_sequence);
-    if (in_sequence && a.lse && threadIdx.x % 4 == 0) {  // one thread of the quad owns the row's LSE
+    if (row >= tile.seq.seqlen_q) continue;
+    store_row_16b(words[mi], coord_rc, mi, out + static_cast<int64_t>(row) * a.o_stride[1]);
+    if (a.lse && threadIdx.x % 4 == 0) {  // one thread of the quad owns the row's LSE
       const int64_t off = (varlen ? 0 : tile.batch * a.lse_stride[0]) + tile.head * a.lse_stride[1] +
                           static_cast<int64_t>(tile.seq.offset_q + row) * a.lse_stride[2];
       a.lse[off] = lse[mi];
