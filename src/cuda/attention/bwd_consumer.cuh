@@ -55,7 +55,7 @@ struct BwdConsumer {
     if (count > 0) {
       smem.barrier_kv.wait(0);
       typename T::PipelineState state;  // index 0, phase 0
-      for (int j = 0; j < count; ++j, ++state) query_tile(probs, smem, pipe_q, pipe_do, state, j, tile.query_tile(a, j), tdVrdV, tdKrdK);
+      for (int j = 0; j < count; ++j, ++state) query_tile(probs, smem, pipe_q, pipe_do, state, j, tile.query_tile(j), tdVrdV, tdKrdK);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.

@@ -28,7 +28,7 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
   const int count = tile.skip() ? 0 : tile.num_query_tiles();
 #pragma unroll 1
   for (int j = 0; j < count; ++j) {  // the consumers' order
-    const int m = tile.query_tile(a, j), buf = j % T::kDqBuffers;
+    const int m = tile.query_tile(j), buf = j % T::kDqBuffers;
     cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull + buf);
     if (leader) {
       const int64_t rows = tile.row_block(a, m);

@@ -52,7 +52,7 @@ CUTE_DEVICE void bwd_producer(const BwdParams<Traits, Variant>& params, typename
   typename T::PipelineState state = cutlass::make_producer_start_state<typename T::Pipeline>();
 #pragma unroll 1  // 24 registers: unrolled copies of this loop would spill
   for (int j = 0; j < count; ++j) {
-    const int m = tile.query_tile(a, j);
+    const int m = tile.query_tile(j);
     const int64_t rows = tile.row_block(a, m);
     const int s = state.index();
     pipe_q.producer_acquire(state);

@@ -32,27 +32,13 @@ struct BwdTileInfo {
   }
   // The key tile lies past the end of this (varlen) sequence: nothing to do, nothing to write.
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
-  // Query tiles in visiting order: last to first (see bwd_consumer.cuh). Without a mask and with
-  // unordered dQ adds, key tile n starts n tiles further on (cyclically): in lockstep on one query
-  // tile, all CTAs reduce-added their dQ partials into the same addresses at once, measured 5-10%
-  // slower than the ordered mode's staggered adds at S 8k / 16k (H100; docs/perf/attention_bwd.md).
-  // Q / dO still come from L2: concurrent CTAs work on the same few heads. The offset is derived
-  // per call from an opaque copy of n_block: held across the loop, one more register spilled.
+  // Query tiles in visiting order: last to first (see bwd_consumer.cuh).
   CUTE_DEVICE int num_query_tiles() const { return m_end - m_begin; }
-  CUTE_DEVICE int query_tile(const AttnBwdArgs& a, int j) const {
-    const int count = num_query_tiles();
-    if (!a.ordered_dq && rule.left < 0 && rule.right < 0) {
-      int n = n_block;
-      asm volatile("mov.b32 %0, %0;" : "+r"(n));
-      j += n % count;
-      if (j >= count) j -= count;
-    }
-    return m_end - 1 - j;
-  }
-  // Ordered dQ (no rotation): how many key tiles before this one add into the j-th visited query
-  // tile (it meets them all from the first key tile meeting it on).
+  CUTE_DEVICE int query_tile(int j) const { return m_end - 1 - j; }
+  // Ordered dQ: how many key tiles before this one add into the j-th visited query tile (it meets
+  // them all from the first key tile meeting it on).
   CUTE_DEVICE int dq_turn(int j) const {
-    return n_block - cuda::first_key_tile(rule, m_end - 1 - j, Traits::kBlockM, Traits::kBlockN);
+    return n_block - cuda::first_key_tile(rule, query_tile(j), Traits::kBlockM, Traits::kBlockN);
   }
   // Index of query tile m's fp32 blocks (lse2, delta: kBlockM floats; dq_accum: kBlockM * D).
   CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {

@@ -4,7 +4,7 @@
 //   Args             extra kernel parameters beside AttnBwdArgs (BwdParams::extra)
 //   Tile<Traits>     built from (args, extra) in every role of the CTA (key tile blockIdx.x, query
 //                    head y, sequence z): n_block, head, batch, seq, skip(), num_query_tiles(),
-//                    query_tile(a, j) — the j-th query tile in visiting order, dq_turn(j) — for
+//                    query_tile(j) — the j-th query tile in visiting order, dq_turn(j) — for
 //                    ordered dQ, how many key tiles before this one add into that query tile —
 //                    and row_block(a, m)
 //   Probs<Traits>    built once per consumer warpgroup from (args, extra, tile, wg); its

@@ -58,7 +58,7 @@ struct FlexBwdTile {
   }
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
   CUTE_DEVICE int num_query_tiles() const { return n_total; }
-  CUTE_DEVICE int query_tile(const AttnBwdArgs&, int j) const {
+  CUTE_DEVICE int query_tile(int j) const {
     return f.block_mask ? f.lists.tiles[int64_t(list) * f.lists.m_tiles + j] : n_total - 1 - j;  // last first, as the dense path
   }
   CUTE_DEVICE bool is_full(int j) const { return j >= n_partial; }
