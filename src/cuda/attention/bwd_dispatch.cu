@@ -21,15 +21,13 @@ cudaError_t launch_attention_bwd(const AttnBwdArgs& a);
 
 namespace {
 
-// dQ partials added in key-tile order: required for bitwise determinism, and faster without a mask
-// for the split-D kernel (D 256): measured 1.27x at S 8k / 16k, 1.04x at S 2k, 0.96x at S 512, and
-// slower with a causal mask (docs/perf/attention_bwd.md, "D256"); and at D 128 from S 8k on: 1.06x
-// at S 8k, 1.11x at S 16k on an H100, 0.99x on an H200 (same doc, twentieth session).
+// dQ partials added in key-tile order: required for bitwise determinism, and faster for the split-D
+// kernel (D 256) without a mask: measured 1.27x at S 8k / 16k, 1.04x at S 2k, 0.96x at S 512, and
+// slower with a causal mask (docs/perf/attention_bwd.md, "D256").
 bool ordered_dq(const AttentionBwdParams& p) {
   const bool unmasked = !p.mask.causal && p.mask.window_left < 0 && p.mask.window_right < 0;
   const int64_t sq = p.cu_seqlens_q.defined() ? p.max_seqlen_q : p.q.size(1);
-  const int64_t d = p.q.size(-1);
-  return p.deterministic || (unmasked && ((d == 256 && sq >= 2048) || (d == 128 && sq >= 8192)));
+  return p.deterministic || (p.q.size(-1) == 256 && unmasked && sq >= 2048);
 }
 
 BwdShape shape_of(const AttentionBwdParams& p) {
