@@ -9,16 +9,11 @@
 #include <cutlass/numeric_conversion.h>
 
 #include "attnkit/semantics/mask.hpp"
+#include "src/cuda/attention/fast_math.cuh"
 
 namespace attnkit::cuda::attn {
 
 using namespace cute;
-
-CUTE_DEVICE float exp2_approx(float x) {  // ex2.approx.ftz: one MUFU op, exp2(-inf) = 0
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 struct ProbArgs {
   float scale_log2;  // scale * log2(e); log2(e) alone after a softcap

@@ -9,6 +9,7 @@
 #include <cute/tensor.hpp>
 
 #include "attnkit/semantics/mask.hpp"
+#include "src/cuda/attention/fast_math.cuh"
 #include "src/cuda/attention/fragment.cuh"
 
 namespace attnkit::cuda::attn {
@@ -76,12 +77,12 @@ struct OnlineSoftmax {
       // The row max seen so far stays -inf only while every key was masked; exponentiate
       // against 0 then so that masked scores give exp2(-inf) = 0, never NaN.
       const float m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
-      corr[mi] = exp2f(row_max[mi] * scale_log2 - m_scaled);  // old max <= new max; 0 on the first tile
+      corr[mi] = exp2_approx(row_max[mi] * scale_log2 - m_scaled);  // old max <= new max; 0 on the first tile
       row_max[mi] = m;
       float sum = 0.f;
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s_rc); ++ni) {
-        const float p = exp2f(s_rc(mi, ni) * scale_log2 - m_scaled);
+        const float p = exp2_approx(s_rc(mi, ni) * scale_log2 - m_scaled);
         s_rc(mi, ni) = p;
         sum += p;
       }
