@@ -24,4 +24,5 @@ for cta in map(int, sys.argv[2].split(",")):
             v = stamps[(cta, w, j)]
             print(f"   wg{w - 1}: top {rel(v[0])} Q {rel(v[1])} S0 {rel(v[2])} softmax0 {rel(v[3])} "
                   f"turn {[rel(x) for x in v[9:12]]} S {[rel(x) for x in v[13:16]]} loop {rel(v[4])} "
-                  f"last P.V {rel(v[5])} epilogue {rel(v[6])}")
+                  f"last P.V {rel(v[5])} epilogue {rel(v[6])} | key tile 2: softmax {rel(v[16])} P.V {rel(v[17])} "
+                  f"converted {rel(v[18])}, tile 3 K/V {rel(v[19])}")
