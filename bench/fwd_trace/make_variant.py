@@ -14,7 +14,7 @@ Stamps per CTA (the first 64), role (0 producer, 1 + w consumer warpgroup w) and
   consumer: 0 loop top, 1 Q landed, 2 first S done, 3 first softmax done, 4 loop done,
             5 last P.V done, 6 epilogue done, 8+i turn for key tile i, 12+i S_i done (i < 4);
             in key tile 2: 16 softmax done, 17 P.V done, 18 O rescaled and P converted;
-            19 key tile 3's K / V waits done (before its turn)
+            19 key tile 3's K / V waits done (before its turn; probed during key tile 2's softmax)
 Each anchor is asserted, so a change to the kernel that moves one fails here, not silently.
 """
 import pathlib
@@ -45,19 +45,19 @@ patch("fwd_consumer.cuh", [
     ('      const int buf = j % T::kQStages;\n', '      const int buf = j % T::kQStages;\n      jj = j; TR(1 + wg, j, 0);\n'),
     ('      if (t >= params.args.num_tiles) break;', '      TR(1 + wg, j, 1);\n      if (t >= params.args.num_tiles) break;'),
     ('      if (count == 1) release_q();\n', '      TR(1 + wg, jj, 2);\n      if (count == 1) release_q();\n'),
-    ('      convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);\n      for (int i = 1;',
-     '      convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);\n      TR(1 + wg, jj, 3);\n      for (int i = 1;'),
+    ('      convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);\n      // Whether',
+     '      convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);\n      TR(1 + wg, jj, 3);\n      // Whether'),
     ('        turns.wait();\n        gemm_ss_zero(', '        turns.wait();\n        if (i < 4) TR(1 + wg, jj, 8 + i);\n        gemm_ss_zero('),
     ('        warpgroup_wait<1>();  // S_n ready; P.V still running\n',
      '        warpgroup_wait<1>();  // S_n ready; P.V still running\n        if (i < 4) TR(1 + wg, jj, 12 + i);\n'),
-    ('        pipe_v.consumer_wait(state_v);\n        turns.wait();',
-     '        pipe_v.consumer_wait(state_v);\n        if (i == 3) TR(1 + wg, jj, 19);\n        turns.wait();'),
-    ('        scores_to_probs(i);\n        warpgroup_wait<0>();\n        warpgroup_fence_operand(tOrO);\n',
-     '        scores_to_probs(i);\n        if (i == 2) TR(1 + wg, jj, 16);\n        warpgroup_wait<0>();\n'
-     '        warpgroup_fence_operand(tOrO);\n        if (i == 2) TR(1 + wg, jj, 17);\n'),
+    ('        pipe_v.consumer_wait(state_v, v_full);\n        turns.wait();',
+     '        pipe_v.consumer_wait(state_v, v_full);\n        if (i == 3) TR(1 + wg, jj, 19);\n        turns.wait();'),
+    ('        scores_to_probs(i);\n        typename T::PipelineState next', '        scores_to_probs(i);\n        if (i == 2) TR(1 + wg, jj, 16);\n        typename T::PipelineState next'),
+    ('        warpgroup_wait<0>();\n        warpgroup_fence_operand(tOrO);\n        pipe_v.consumer_release(state_v);\n',
+     '        warpgroup_wait<0>();\n        warpgroup_fence_operand(tOrO);\n        if (i == 2) TR(1 + wg, jj, 17);\n        pipe_v.consumer_release(state_v);\n'),
     ('        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);\n      }',
      '        convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);\n        if (i == 2) TR(1 + wg, jj, 18);\n      }'),
-    ('      pipe_v.consumer_wait(state);\n      turns.wait();', '      TR(1 + wg, jj, 4);\n      pipe_v.consumer_wait(state);\n      turns.wait();'),
+    ('      pipe_v.consumer_wait(state, v_full);\n      turns.wait();', '      TR(1 + wg, jj, 4);\n      pipe_v.consumer_wait(state, v_full);\n      turns.wait();'),
     ('      pipe_v.consumer_release(state);\n      ++state;\n', '      pipe_v.consumer_release(state);\n      ++state;\n      TR(1 + wg, jj, 5);\n'),
     ('o_rc, cO, lse);\n', 'o_rc, cO, lse);\n    TR(1 + wg, jj, 6);\n'),
 ])

@@ -55,7 +55,9 @@ struct BwdConsumer {
     if (count > 0) {
       smem.barrier_kv.wait(0);
       typename T::PipelineState state;  // index 0, phase 0
-      for (int j = 0; j < count; ++j, ++state) query_tile(probs, smem, pipe_q, pipe_do, state, j, tile.query_tile(j), tdVrdV, tdKrdK);
+      QueryTileReady ready;
+      for (int j = 0; j < count; ++j, ++state)
+        query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, tile.query_tile(j), tdVrdV, tdKrdK);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -67,11 +69,18 @@ struct BwdConsumer {
     store_dkv<T>(a, tile, as_rowcol(tdVrdV), cKV, a.dv, a.dv_stride, a.dv_accum);
   }
 
+  // Whether the next query tile's Q and dO have landed: probed (mbarrier test_wait, never blocks)
+  // in the middle of each query tile, so the next one waits only where a buffer was not yet full
+  // rather than paying a barrier round trip before its first GEMM.
+  struct QueryTileReady {
+    cutlass::ConsumerToken q{cutlass::BarrierStatus::WaitAgain}, dout{cutlass::BarrierStatus::WaitAgain};
+  };
+
   // The j-th visited query tile, m: dV, dK += its contributions; its dQ partial added to dq_accum.
   template <class TAcc>
   CUTE_DEVICE void query_tile(const Probs& probs, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
-                              typename T::Pipeline& pipe_do, typename T::PipelineState state, int j, int m, TAcc& tdVrdV,
-                              TAcc& tdKrdK) {
+                              typename T::Pipeline& pipe_do, typename T::PipelineState state, QueryTileReady& ready, int j,
+                              int m, TAcc& tdVrdV, TAcc& tdKrdK) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
     Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
@@ -99,9 +108,9 @@ struct BwdConsumer {
     const int s = state.index();
     Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<T::kBlockN>, Int<T::kBlockM>>{});   // fp32 [64k, M] / 128 threads
     Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<T::kBlockN>, Int<T::kBlockM>>{});
-    pipe_q.consumer_wait(state);
+    pipe_q.consumer_wait(state, ready.q);
     gemm_ss_zero(mma_sdp, tSrK, tSrQ(_, _, _, s), tSrS);
-    pipe_do.consumer_wait(state);
+    pipe_do.consumer_wait(state, ready.dout);
     gemm_ss_zero(mma_sdp, tdPrV, tdPrdO(_, _, _, s), tdPrdP);
 
     // (key, query) within the tile of each S register, in register order.
@@ -124,6 +133,10 @@ struct BwdConsumer {
     store_ds<Element>(tSrS, tdPrdP, cS, delta, sdSt, T::wg_key0(wg), T::wg_query0(wg));
     cutlass::arch::fence_view_async_shared();  // dS^T (P^T) writes -> visible to WGMMA (async proxy)
     cutlass::arch::NamedBarrier::sync(256, kBarrierDsReady);
+    typename T::PipelineState next = state;
+    ++next;
+    ready.q = pipe_q.consumer_test_wait(next);  // past the last query tile: a stage never filled, unused
+    ready.dout = pipe_do.consumer_test_wait(next);
 
     if constexpr (T::kSplitD) {
       Tensor tdVrPt = wg_dv.partition_fragment_A(sPt);  // all 64 queries of P^T

@@ -2,9 +2,9 @@
 // of each tile against all its key tiles, then the epilogue.
 //
 // Per key tile n (last first):   wait K_n, V_{n+1}  ->  [turn]  issue S_n = Q K_n^T and
-// O += P_{n+1} V_{n+1}  ->  [pass turn]  wait S_n  ->  mask + online softmax of S_n while P.V runs
-// ->  wait P.V, rescale O, P_n = bf16(S_n). The turn (IssueTurns) alternates the two consumer
-// warpgroups so one's softmax overlaps the other's WGMMAs.
+// O += P_{n+1} V_{n+1}  ->  [pass turn]  wait S_n  ->  mask + online softmax of S_n while P.V runs,
+// probe the next K and V  ->  wait P.V, rescale O, P_n = bf16(S_n). The turn (IssueTurns)
+// alternates the two consumer warpgroups so one's softmax overlaps the other's WGMMAs.
 #pragma once
 #include "src/cuda/attention/fwd_epilogue.cuh"
 #include "src/cuda/attention/fwd_producer.cuh"
@@ -126,11 +126,16 @@ struct Consumer {
       if (count == 1) release_q();
       scores_to_probs(0);
       convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
+      // Whether the next iteration's K and V have landed, probed (mbarrier test_wait, which never
+      // blocks) at the end of each softmax: the probe's latency hides behind the softmax, and the
+      // next iteration waits only where its buffer was not yet full. Waiting at the top of the
+      // iteration put two barrier round trips on each warpgroup's path to its next turn.
+      cutlass::ConsumerToken k_full{cutlass::BarrierStatus::WaitAgain}, v_full{cutlass::BarrierStatus::WaitAgain};
       for (int i = 1; i < count; ++i) {
         typename T::PipelineState state_v = state;  // V of the previous key tile
         ++state;
-        pipe_k.consumer_wait(state);
-        pipe_v.consumer_wait(state_v);
+        pipe_k.consumer_wait(state, k_full);
+        pipe_v.consumer_wait(state_v, v_full);
         turns.wait();
         gemm_ss_zero(mma_qk, q_operand(), tSrK(_, _, _, state.index()), tSrS);
         gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state_v.index()), tOrO);
@@ -140,6 +145,10 @@ struct Consumer {
         pipe_k.consumer_release(state);
         if (i == count - 1) release_q();
         scores_to_probs(i);
+        typename T::PipelineState next = state;
+        ++next;
+        k_full = pipe_k.consumer_test_wait(next);  // K of the next key tile (the next tile's, after the last)
+        v_full = pipe_v.consumer_test_wait(state);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(state_v);
@@ -147,7 +156,7 @@ struct Consumer {
         rescale_rows(o_rc, corr);
         convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
       }
-      pipe_v.consumer_wait(state);
+      pipe_v.consumer_wait(state, v_full);
       turns.wait();
       gemm_rs(mma_pv, tOrP, tOrV(_, _, _, state.index()), tOrO);
       turns.pass();
