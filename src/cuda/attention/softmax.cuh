@@ -19,19 +19,31 @@ using namespace cute;
 // Sets S(row, col) = -inf where key col of this tile is not visible to query row:
 // beyond seqlen_k, or outside [rule.lo(row), rule.hi(row)]. Coordinates are tile-local; row0 and
 // col0 place the tile in the sequence.
-template <class TensorS, class TensorC>
-CUTE_DEVICE void apply_mask(TensorS& s_rc, TensorC const& coord_rc, const MaskRuleT<int>& rule, int row0, int col0) {
+// The bounds are taken relative to this thread's first column, so each element compares a
+// compile-time column offset with a per-row bound (one ISETP with an immediate, no per-element
+// address arithmetic); without a left window edge (causal, or no window) the lower bound is 0
+// and only the upper one is tested. Integer compares and selects issue at half rate: the generic
+// two-sided test on a masked key tile cost ~900 cycles of a D64 warpgroup's turn.
+template <bool kLowerBound, class TensorS, class TensorC>
+CUTE_DEVICE void apply_mask_bounds(TensorS& s_rc, TensorC const& coord_rc, const MaskRuleT<int>& rule, int row0, int col0) {
+  const int c0 = get<1>(coord_rc(0, 0));
   CUTE_UNROLL
   for (int mi = 0; mi < size<0>(s_rc); ++mi) {
     const int row = row0 + get<0>(coord_rc(mi, 0));
-    const int lo = rule.lo(row);
-    const int hi = rule.hi(row);  // already clamped to sk - 1
+    const int lo = rule.lo(row) - col0 - c0;
+    const int hi = rule.hi(row) - col0 - c0;  // rule.hi is already clamped to sk - 1
     CUTE_UNROLL
     for (int ni = 0; ni < size<1>(s_rc); ++ni) {
-      const int col = col0 + get<1>(coord_rc(mi, ni));
-      if (col < lo || col > hi) s_rc(mi, ni) = -INFINITY;
+      const int c = get<1>(coord_rc(mi, ni)) - c0;  // a constant once unrolled
+      if (c > hi || (kLowerBound && c < lo)) s_rc(mi, ni) = -INFINITY;
     }
   }
+}
+
+template <class TensorS, class TensorC>
+CUTE_DEVICE void apply_mask(TensorS& s_rc, TensorC const& coord_rc, const MaskRuleT<int>& rule, int row0, int col0) {
+  if (rule.left < 0) apply_mask_bounds<false>(s_rc, coord_rc, rule, row0, col0);
+  else apply_mask_bounds<true>(s_rc, coord_rc, rule, row0, col0);
 }
 
 template <class TensorS>
