@@ -6,6 +6,8 @@
 // probe the next K and V  ->  wait P.V, rescale O, P_n = bf16(S_n). The turn (IssueTurns)
 // alternates the two consumer warpgroups so one's softmax overlaps the other's WGMMAs.
 #pragma once
+#include <new>
+
 #include "src/cuda/attention/fwd_epilogue.cuh"
 #include "src/cuda/attention/fwd_producer.cuh"
 #include "src/cuda/attention/mma.cuh"
@@ -66,15 +68,25 @@ struct Consumer {
       smem.barrier_q_full[buf].wait((j / T::kQStages) & 1);  // Q landed, or the end was published
       const int t = *const_cast<volatile int*>(&smem.tile[buf]);
       if (t >= params.args.num_tiles) break;
-      mainloop_and_epilogue(params, smem, pipe_k, pipe_v, state, turns, t, buf);
+      mainloop_and_epilogue(params, smem, pipe_k, pipe_v, state, turns, t, buf, j % (T::kQStages + 1));
     }
   }
 
   CUTE_DEVICE void mainloop_and_epilogue(const FwdParams<T, Variant>& params, typename T::SharedStorage& smem, typename T::Pipeline& pipe_k,
                                          typename T::Pipeline& pipe_v, typename T::PipelineState& state,
-                                         const Turns& turns, int t, int q_buf) {
+                                         const Turns& turns, int t, int q_buf, int desc_slot) {
     const AttnFwdArgs& a = params.args;
-    const Tile tile(a, params.extra, t);
+    // The tile's description: the producer's copy (fwd_traits.cuh, tile_desc) where the variant
+    // shares it, else derived from t. Taken at the start and again for the epilogue rather than
+    // kept in registers through the main loop. Deriving it put ~500 cycles of integer work before
+    // each tile's first GEMM (docs/perf/attention_fwd.md, v16).
+    auto describe = [&]() __attribute__((always_inline)) {
+      if constexpr (shares_description_v<Tile>)
+        return Tile(*std::launder(reinterpret_cast<const Tile*>(&smem.tile_desc[desc_slot])));
+      else
+        return Tile(a, params.extra, t);
+    };
+    const Tile tile = describe();
     Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});    // [N, D, stage]
     Tensor sVt = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutVt{});  // [D, N, stage]
     auto wg_qk = mma_qk.get_slice(wg * 128);  // operand descriptors are per warpgroup
@@ -173,8 +185,7 @@ struct Consumer {
     rescale_rows(o_rc, inv_sum);
     Tensor cO = as_rowcol(mma_pv.get_thread_slice(thread_idx).partition_C(
         make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
-    // The tile's description is derived again rather than kept live through the main loop.
-    Variant::template Epilogue<T>::store(a, params.extra, Tile(a, params.extra, t), o_rc, cO, lse);
+    Variant::template Epilogue<T>::store(a, params.extra, describe(), o_rc, cO, lse);
   }
 };
 

@@ -2,6 +2,8 @@
 // waits until the consumers are done with Q, loads Q, then streams K and V tiles (last key tile
 // first) through two TMA pipelines. One elected thread issues everything.
 #pragma once
+#include <new>
+
 #include "attnkit/semantics/heads.hpp"
 #include "src/cuda/attention/fwd_traits.cuh"
 #include "src/cuda/attention/fwd_variant.cuh"
@@ -10,11 +12,13 @@ namespace attnkit::cuda::attn {
 
 // Loads one tile. `claim_q_buffer` waits until Q buffer q_buf may be written; it is called after
 // the tile's coordinates and TMA views are set up (~1000 cycles of integer work), so that work
-// overlaps the consumers' last use of the buffer rather than delaying the Q load.
+// overlaps the consumers' last use of the buffer rather than delaying the Q load. The tile's
+// description goes to smem.tile_desc[desc_slot] before Q's full barrier is armed (its arrive
+// releases it to the consumers, as smem.tile).
 template <class Traits, class Variant, class Tile, class ClaimQBuffer>
 CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem,
                            typename Traits::Pipeline& pipe_k, typename Traits::Pipeline& pipe_v,
-                           typename Traits::PipelineState& state, const Tile& tile, int q_buf,
+                           typename Traits::PipelineState& state, const Tile& tile, int q_buf, int desc_slot,
                            const ClaimQBuffer& claim_q_buffer) {
   using T = Traits;
   Tensor sQ = T::smem_q(smem, q_buf);                                                  // [M, D]
@@ -37,6 +41,10 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Tr
   auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sVt), group_modes<0, 2>(gVt));
 
   claim_q_buffer();
+  if constexpr (shares_description_v<Tile>) {
+    static_assert(sizeof(Tile) <= sizeof(smem.tile_desc[0]) && alignof(Tile) <= 16);
+    new (&smem.tile_desc[desc_slot]) Tile(tile);
+  }
   smem.barrier_q_full[q_buf].arrive_and_expect_tx(T::kTmaBytesQ);
   copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.barrier_q_full[q_buf]), 0), tQgQ, tQsQ);
   const int count = tile.num_key_tiles();
@@ -77,7 +85,7 @@ CUTE_DEVICE void producer(const FwdParams<Traits, Variant>& params, typename Tra
       smem.barrier_q_full[buf].arrive();
       break;
     }
-    load_tile(params, smem, pipe_k, pipe_v, state, Tile(a, params.extra, t), buf, claim_q_buffer);
+    load_tile(params, smem, pipe_k, pipe_v, state, Tile(a, params.extra, t), buf, j % (kQ + 1), claim_q_buffer);
   }
   pipe_k.producer_tail(state);
   pipe_v.producer_tail(state);

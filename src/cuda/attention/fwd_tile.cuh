@@ -38,6 +38,8 @@ struct SeqInfo {
 
 template <class Traits>
 struct TileInfo {
+  // Plain values: the producer shares it with the consumers through shared memory (fwd_traits.cuh).
+  static constexpr bool kSharedDescription = true;
   int m_block, head, batch;
   SeqInfo seq;
   MaskRuleT<int> rule;
