@@ -65,7 +65,7 @@ patch("fwd_producer.cuh", [
     ('#include "src/cuda/attention/fwd_variant.cuh"', '#include "src/cuda/attention/fwd_variant.cuh"\n#include "src/cuda/attention/fwd_trace.cuh"'),
     ('    const int buf = j % kQ;\n', '    const int buf = j % kQ;\n    TRP(j, 0);\n'),
     ('      *const_cast<volatile int*>(&smem.tile[buf]) = t;', '      TRP(j, 1);\n      *const_cast<volatile int*>(&smem.tile[buf]) = t;'),
-    ('buf, claim_q_buffer);\n', 'buf, claim_q_buffer, j);\n    TRP(j, 2);\n'),
+    ('buf, j % (kQ + 1), claim_q_buffer);\n', 'buf, j % (kQ + 1), claim_q_buffer, j);\n    TRP(j, 2);\n'),
     ('const ClaimQBuffer& claim_q_buffer) {', 'const ClaimQBuffer& claim_q_buffer, int jq) {'),
     ('  smem.barrier_q_full[q_buf].arrive_and_expect_tx', '  TRP(jq, 3);\n  smem.barrier_q_full[q_buf].arrive_and_expect_tx'),
     ('    pipe_k.producer_acquire(state);\n', '    pipe_k.producer_acquire(state);\n    if (i < 8) TRP(jq, 4 + i);\n'),
