@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "flex_gpu_case.hpp"
+#include "src/cuda/flex/split_plan.hpp"
 
 namespace attnkit::test {
 namespace {
@@ -158,6 +159,68 @@ TEST_F(FlexGpu, ShortQueriesSplitKvMatchesFullPath) {
     EXPECT_GT(flex_forward_workspace_size(p), 16u) << x.name() << ": the split-KV path was not taken";
     check(x);
     x.num_splits = 1;
+    check(x);
+  }
+}
+
+// GQA packing on the short-query path: a group's queries stacked into one query tile's rows
+// (split_plan.hpp). Per-head mods (ALiBi) see each row's own head; per-position ones its own query;
+// split and unsplit (the packed out / lse strides in the kernel's epilogue) against the CPU.
+TEST_F(FlexGpu, ShortGqaQueriesPackedIntoOneTile) {
+  struct Packed {
+    FlexGpuCase c;
+    int heads_per_tile;  // packed_query_heads() expected for this shape
+  };
+  std::vector<Packed> cases;
+  FlexGpuCase c;
+  c.Sq = 1;  // decode, 8 query heads per KV head, ALiBi; auto split count
+  c.Sk = 3000;
+  c.Hq = 16;
+  c.alibi = true;
+  c.block_mask = 0;
+  cases.push_back({c, 8});
+  c = FlexGpuCase{};
+  c.Sq = 3;  // rows j * 3 + i, documents + ALiBi + causal, broadcast BlockMask, unsplit, D64
+  c.Sk = 700;
+  c.Hq = 8;
+  c.D = 64;
+  c.document = c.alibi = c.causal = true;
+  c.block_mask = 2;
+  c.num_splits = 1;
+  cases.push_back({c, 4});
+  c = FlexGpuCase{};
+  c.Sq = 16;  // 8 x 16 = 128 rows: one full tile; window without causal, softcap, D256 fp16, 3 parts
+  c.Sk = 900;
+  c.Hq = 16;
+  c.D = 256;
+  c.dt = DType::kFloat16;
+  c.window = 500;
+  c.softcap = 20;
+  c.block_mask = 0;
+  c.num_splits = 3;
+  cases.push_back({c, 8});
+  c = FlexGpuCase{};
+  c.Sq = 5;  // MQA, prefix-LM, broadcast BlockMask, 2 parts
+  c.Sk = 129;
+  c.Hkv = 1;
+  c.prefix = c.causal = true;
+  c.block_mask = 2;
+  c.num_splits = 2;
+  cases.push_back({c, 4});
+  c = FlexGpuCase{};
+  c.Sq = 33;  // 4 x 33 = 132 rows: not packed
+  c.Sk = 1000;
+  c.Hq = 8;
+  c.alibi = true;
+  c.block_mask = 0;
+  cases.push_back({c, 1});
+  for (const auto& [x, heads] : cases) {
+    HostTensor q(x.dt, {x.B, x.Hq, x.Sq, x.D}), k(x.dt, {x.B, x.Hkv, x.Sk, x.D}), lse(DType::kFloat32, {x.B, x.Hq, x.Sq});
+    FlexFwdParams p;
+    p.q = p.out = q.view;
+    p.k = p.v = k.view;
+    p.lse = lse.view;
+    EXPECT_EQ(cuda::flex::packed_query_heads(p), heads) << x.name();
     check(x);
   }
 }

@@ -75,7 +75,7 @@ Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod,
   typename Variant::Args f;
   detail::set_mods(f, score_mod, mask_mod);
   ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, kHeadDim, f));
-  ATTNKIT_RETURN_IF_ERROR(flex::set_splits(p, a, f));
+  ATTNKIT_RETURN_IF_ERROR(flex::set_short_query_path(p, a, f));
   using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
   return flex::run_forward<Element>(p, a, f, [&] { return attn::launch_fwd<Element, kHeadDim, Variant>(a, f); },
                                     "cuda::flex_forward_with_mods");

@@ -40,7 +40,7 @@ Status flex_forward(const FlexFwdParams& p) {
   f.use_score_mod = p.mods.has_score_mod();
   f.use_mask_mod = p.mods.has_mask_mod();
   ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, p.q.size(3), f));
-  ATTNKIT_RETURN_IF_ERROR(flex::set_splits(p, a, f));
+  ATTNKIT_RETURN_IF_ERROR(flex::set_short_query_path(p, a, f));
   return p.q.dtype == DType::kBFloat16 ? forward<cutlass::bfloat16_t>(p, a, f) : forward<cutlass::half_t>(p, a, f);
 }
 

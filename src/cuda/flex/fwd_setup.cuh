@@ -101,12 +101,36 @@ inline Status fill_fwd_args(const FlexFwdParams& p, AttnFwdArgs& a) {
   return Status::Ok();
 }
 
-// The split-KV fields of f (split_plan.hpp): how many parts, and their buffers in the workspace.
+// The short-query path (split_plan.hpp): GQA packing — the kernel then sees Hkv heads of g * Sq
+// rows, each a view of the group's stacked query rows — and the split-KV fields of f (how many
+// parts, their buffers in the workspace). The parts' flat row index ((split, b, head) * rows + row)
+// is the same packed or not, so the combine step reads them by (b, Hq, Sq) either way.
 template <class Args>
-Status set_splits(const FlexFwdParams& p, const AttnFwdArgs& a, Args& f) {
+Status set_short_query_path(const FlexFwdParams& p, AttnFwdArgs& a, Args& f) {
   if (p.num_splits > 1 && p.q.size(2) > kMaxSplitQueries)
     return Unsupported("num_splits: split-KV is the short-query path (Sq <= " + std::to_string(kMaxSplitQueries) +
                        "), got Sq = " + std::to_string(p.q.size(2)));
+  static_assert(attn::FwdTraits<cutlass::bfloat16_t, 64>::kBlockM == kQueryTileRows);
+  static_assert(attn::FwdTraits<cutlass::bfloat16_t, 128>::kBlockM == kQueryTileRows);
+  static_assert(attn::FwdTraits<cutlass::bfloat16_t, 256>::kBlockM == kQueryTileRows);
+  if (const int g = packed_query_heads(p); g > 1) {
+    const int64_t sq = p.q.size(2);
+    // Packed row r = j * Sq + i sits at j * (head stride) + i * (seq stride) = r * (seq stride),
+    // or at r * (head stride) when Sq = 1 (its seq stride is arbitrary).
+    const auto row_stride = [sq](const TensorView& t) { return sq == 1 ? t.stride(1) : t.stride(2); };
+    a.heads_q = a.heads_kv;
+    a.seqlen_q = a.max_seqlen_q = static_cast<int>(g * sq);
+    a.q_stride[1] = row_stride(p.q);
+    a.q_stride[2] = g * p.q.stride(1);
+    a.o_stride[1] = row_stride(p.out);
+    a.o_stride[2] = g * p.out.stride(1);
+    if (p.lse.defined()) {
+      a.lse_stride[1] = g * p.lse.stride(1);
+      a.lse_stride[2] = row_stride(p.lse);
+    }
+    f.pack_heads = g;
+    f.pack_rows = static_cast<int>(sq);
+  }
   const SplitPlan plan = plan_splits(p, a.num_sms);  // the plan flex_forward_workspace_size() sized
   f.num_splits = plan.splits;
   if (plan.splits == 1) return Status::Ok();
@@ -132,9 +156,9 @@ Status run_forward(const FlexFwdParams& p, const AttnFwdArgs& a, const Args& f, 
       c.out_stride[d] = p.out.stride(d);
       c.lse_stride[d] = p.lse.defined() ? p.lse.stride(d) : 0;
     }
-    c.rows = int64_t(a.batch) * a.heads_q * a.seqlen_q;
-    c.heads = a.heads_q;
-    c.seqlen_q = a.seqlen_q;
+    c.rows = p.q.size(0) * p.q.size(1) * p.q.size(2);  // (b, Hq, Sq): unpacked (set_short_query_path)
+    c.heads = static_cast<int>(p.q.size(1));
+    c.seqlen_q = static_cast<int>(p.q.size(2));
     c.head_dim = static_cast<int>(p.out.size(3));
     c.splits = f.num_splits;
     err = launch_split_combine<Element>(c, static_cast<cudaStream_t>(a.stream));

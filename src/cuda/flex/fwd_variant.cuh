@@ -6,7 +6,8 @@
 //   - the scores: s = score_mod(scale * q.k, b, h, q, kv), then -inf where mask_mod says no
 //     (partial blocks only: mask_mod is skipped on full ones) or past the key sequence's end.
 // A query tile is one BlockMask row block (block_q == kBlockM); a BlockMask key block spans
-// block_k / kBlockN key tiles. q, k, v are [B, H, S, D] (the dense path's strides, varlen off).
+// block_k / kBlockN key tiles. q, k, v are [B, H, S, D] (the dense path's strides, varlen off);
+// with GQA packing (short queries) the kernel sees [B, Hkv, g * Sq, D] views of q and out.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -39,6 +40,10 @@ struct FlexArgs {
   int num_splits = 1;
   float* partial_out = nullptr;  // fp32 [num_splits, B, Hq, Sq, D]
   float* partial_lse = nullptr;  // fp32 [num_splits, B, Hq, Sq]
+  // GQA packing (split_plan.hpp's packed_query_heads): > 1 when a tile's rows are the query rows
+  // of pack_heads heads stacked (row j * pack_rows + i: head pack_heads * tile.head + j, query i).
+  int pack_heads = 1;
+  int pack_rows = INT32_MAX;  // the caller's Sq when packed
 };
 
 // Key tiles of one query tile, in visiting order: partial blocks first, then full ones; with
@@ -108,15 +113,18 @@ struct FlexScores {
   CUTE_DEVICE float scale_log2() const { return f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
   CUTE_DEVICE float lse_scale() const { return f.use_score_mod ? 1.f : a.scale; }
 
-  // f(s, q, kv) for every score of the tile. Rows past Sq (never stored) and columns past Sk
+  // fn(s, h, q, kv) for every score of the tile. Rows past Sq (never stored) and columns past Sk
   // (masked afterwards) are clamped so that a mod reading per-position tables stays inside them.
+  // With GQA packing a row's head and query come from its packed index (one division per row).
   template <class TensorS, class TensorC, class F>
-  CUTE_DEVICE void for_each_score(TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq, int sk, F&& f) const {
+  CUTE_DEVICE void for_each_score(TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq, int sk, F&& fn) const {
     CUTE_UNROLL
     for (int mi = 0; mi < size<0>(s_rc); ++mi) {
-      const int q = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
+      const int r = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
+      const int j = r / f.pack_rows;  // 0 without packing: no branch around the passes' loops
+      const int64_t h = int64_t(tile.head) * f.pack_heads + j, q = r - j * f.pack_rows;
       CUTE_UNROLL
-      for (int ni = 0; ni < size<1>(s_rc); ++ni) f(s_rc(mi, ni), int64_t(q), int64_t(min(col0 + get<1>(coord_rc(mi, ni)), sk - 1)));
+      for (int ni = 0; ni < size<1>(s_rc); ++ni) fn(s_rc(mi, ni), h, q, int64_t(min(col0 + get<1>(coord_rc(mi, ni)), sk - 1)));
     }
   }
 
@@ -124,8 +132,8 @@ struct FlexScores {
   template <class Mod, class TensorS, class TensorC>
   CUTE_DEVICE void score_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
                               int sk) const {
-    const int64_t b = tile.batch, h = tile.head;
-    for_each_score(s_rc, coord_rc, row0, col0, sq, sk, [&](float& s, int64_t q, int64_t kv) __attribute__((always_inline)) {
+    const int64_t b = tile.batch;
+    for_each_score(s_rc, coord_rc, row0, col0, sq, sk, [&](float& s, int64_t h, int64_t q, int64_t kv) __attribute__((always_inline)) {
       float ds;
       s = mod(s, b, h, q, kv, &ds);
     });
@@ -160,8 +168,8 @@ struct FlexScores {
   template <class Mod, class TensorS, class TensorC>
   CUTE_DEVICE void mask_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
                              int sk) const {
-    const int64_t b = tile.batch, h = tile.head;
-    for_each_score(s_rc, coord_rc, row0, col0, sq, sk, [&](float& s, int64_t q, int64_t kv) __attribute__((always_inline)) {
+    const int64_t b = tile.batch;
+    for_each_score(s_rc, coord_rc, row0, col0, sq, sk, [&](float& s, int64_t h, int64_t q, int64_t kv) __attribute__((always_inline)) {
       if (!mod(b, h, q, kv)) s = -INFINITY;
     });
   }

@@ -18,8 +18,31 @@ namespace attnkit::cuda::flex {
 inline constexpr int64_t kMaxSplitQueries = 64;  // the short-query path: Sq <= 64
 inline constexpr int kMaxSplits = 64;
 
-// The forward kernel's key tile width at head dim d (checked against FwdTraits in fwd_setup.cuh).
+// The forward kernel's key tile width at head dim d and its query tile height (checked against
+// FwdTraits in fwd_setup.cuh).
 inline constexpr int key_tile_width_of(int64_t d) { return d <= 128 ? 128 : 64; }
+inline constexpr int64_t kQueryTileRows = 128;
+
+// GQA packing: with g = Hq / Hkv > 1 query heads per KV head and g * Sq <= kQueryTileRows, the
+// group's queries are stacked along one query tile's rows (row j * Sq + i: head g * hkv + j,
+// query i), so each KV head's keys are read once instead of g times and the tile's rows are not
+// mostly empty. Returns g, or 1 where packing does not apply. It needs stacking to be a view of
+// q, out and lse (head stride = Sq * seq stride, or Sq = 1), one key list for all heads of a
+// group (no BlockMask, or one broadcast over H), and no rel_bias (its band pass takes one head per
+// tile).
+inline int packed_query_heads(const FlexFwdParams& p) {
+  const int64_t hq = p.q.size(1), hkv = p.k.size(1), sq = p.q.size(2);
+  if (hkv <= 0 || hq <= hkv || hq % hkv != 0 || sq <= 0 || hq / hkv * sq > kQueryTileRows) return 1;
+  const auto stackable = [sq](const TensorView& t) { return sq == 1 || t.stride(1) == sq * t.stride(2); };
+  if (!stackable(p.q) || !stackable(p.out) || (p.lse.defined() && !stackable(p.lse))) return 1;
+  const BlockMaskView& m = p.block_mask;
+  const auto per_head = [](const TensorView& t) { return t.defined() && t.size(1) != 1; };
+  if (m.defined() && (per_head(m.kv_num_blocks) || per_head(m.kv_indices) || per_head(m.full_kv_num_blocks) ||
+                      per_head(m.full_kv_indices)))
+    return 1;
+  if (p.mods.rel_bias.defined()) return 1;
+  return static_cast<int>(hq / hkv);
+}
 
 struct SplitPlan {
   int splits = 1;
@@ -28,7 +51,8 @@ struct SplitPlan {
   size_t workspace_bytes = 16;    // the tile counter, then (when split) the partials
 };
 
-// p.num_splits: 0 chooses (enough CTAs to cover the GPU once, at least 4 key tiles per part),
+// p.num_splits: 0 chooses (enough CTAs to cover the GPU once, at least 4 key tiles per part; one
+// query tile per (batch, KV head) when GQA packing applies),
 // 1 turns the split off, n > 1 asks for n (at most one part per key tile, at most kMaxSplits).
 inline SplitPlan plan_splits(const FlexFwdParams& p, int num_sms) {
   SplitPlan plan;
@@ -37,7 +61,7 @@ inline SplitPlan plan_splits(const FlexFwdParams& p, int num_sms) {
   if (Sq > kMaxSplitQueries || Sq == 0 || p.num_splits == 1 || key_tiles < 2) return plan;
   int64_t splits = p.num_splits;
   if (splits == 0) {
-    const int64_t tiles = std::max<int64_t>(B * Hq, 1);
+    const int64_t tiles = std::max<int64_t>(B * Hq / packed_query_heads(p), 1);
     splits = std::min<int64_t>((num_sms + tiles - 1) / tiles, key_tiles / 4);
   }
   splits = std::clamp<int64_t>(std::min<int64_t>(splits, key_tiles), 1, kMaxSplits);
