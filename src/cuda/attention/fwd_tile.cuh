@@ -47,6 +47,8 @@ struct TileInfo {
 
   template <class Extra>
   CUTE_DEVICE TileInfo(const AttnFwdArgs& a, const Extra&, int tile) : TileInfo(a, tile) {}
+  template <class Extra>
+  CUTE_DEVICE TileInfo(const TileInfo& shared, const Extra&) : TileInfo(shared) {}  // the producer's copy
   CUTE_DEVICE TileInfo(const AttnFwdArgs& a, int tile)
       : m_block(a.num_m_blocks - 1 - tile % a.num_m_blocks),
         head((tile / a.num_m_blocks) % a.heads_q),

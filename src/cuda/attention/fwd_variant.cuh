@@ -36,8 +36,9 @@ CUTE_HOST_DEVICE int num_splits_of(const Args& x) {
 }
 
 // Whether a variant's Tile is shared from producer to consumers through shared memory
-// (Tile::kSharedDescription; flex's holds a reference to the kernel parameters, whose loads
-// through a copied pointer would no longer be constant-bank reads).
+// (Tile::kSharedDescription). The consumers rebuild it as Tile(copy, extra), so a Tile that refers
+// to the variant's kernel parameters binds them again (a copied pointer would turn constant-bank
+// reads into generic loads).
 template <class Tile, class = void>
 inline constexpr bool shares_description_v = false;
 template <class Tile>

@@ -46,6 +46,7 @@ struct FlexArgs {
 // from the kernel parameters. Tile index: split fastest, then the dense kernel's (m, head, batch).
 template <class Traits, class Args>
 struct FlexTile {
+  static constexpr bool kSharedDescription = true;  // shared by the producer (fwd_traits.cuh, tile_desc)
   const Args& f;
   int split, m_block, head, batch;
   SeqInfo seq;
@@ -71,6 +72,10 @@ struct FlexTile {
     first = min(split * per, total);
     count = min(per, total - first);
   }
+  // The producer's copy, bound to this thread's view of the parameters.
+  CUTE_DEVICE FlexTile(const FlexTile& s, const Args& f_)
+      : f(f_), split(s.split), m_block(s.m_block), head(s.head), batch(s.batch), seq(s.seq), n_partial(s.n_partial),
+        n_full(s.n_full), first(s.first), count(s.count) {}
   CUTE_DEVICE bool skip() const { return m_block * Traits::kBlockM >= seq.seqlen_q; }
   CUTE_DEVICE int sub() const { return f.block_mask ? f.tiles_per_block : 1; }  // key tiles per block
   CUTE_DEVICE int num_key_tiles() const { return count; }
