@@ -38,8 +38,7 @@ struct SeqInfo {
 
 template <class Traits>
 struct TileInfo {
-  // Plain values: the producer shares it with the consumers through shared memory (fwd_traits.cuh).
-  static constexpr bool kSharedDescription = true;
+  using Shared = TileInfo;  // plain values: the producer shares it whole (fwd_traits.cuh, tile_desc)
   int m_block, head, batch;
   SeqInfo seq;
   MaskRuleT<int> rule;
