@@ -82,7 +82,7 @@ struct Consumer {
     // each tile's first GEMM (docs/perf/attention_fwd.md, v16).
     auto describe = [&]() __attribute__((always_inline)) {
       if constexpr (shares_description_v<Tile>)
-        return Tile(*std::launder(reinterpret_cast<const Tile*>(&smem.tile_desc[desc_slot])));
+        return Tile(*std::launder(reinterpret_cast<const typename Tile::Shared*>(&smem.tile_desc[desc_slot])), params.extra);
       else
         return Tile(a, params.extra, t);
     };

@@ -42,8 +42,9 @@ CUTE_DEVICE void load_tile(const FwdParams<Traits, Variant>& params, typename Tr
 
   claim_q_buffer();
   if constexpr (shares_description_v<Tile>) {
-    static_assert(sizeof(Tile) <= sizeof(smem.tile_desc[0]) && alignof(Tile) <= 16);
-    new (&smem.tile_desc[desc_slot]) Tile(tile);
+    using Shared = typename Tile::Shared;
+    static_assert(sizeof(Shared) <= sizeof(smem.tile_desc[0]) && alignof(Shared) <= 16);
+    new (&smem.tile_desc[desc_slot]) Shared(tile);
   }
   smem.barrier_q_full[q_buf].arrive_and_expect_tx(T::kTmaBytesQ);
   copy(params.tma_q.with(reinterpret_cast<uint64_t&>(smem.barrier_q_full[q_buf]), 0), tQgQ, tQsQ);

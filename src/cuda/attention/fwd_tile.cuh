@@ -38,8 +38,7 @@ struct SeqInfo {
 
 template <class Traits>
 struct TileInfo {
-  // Plain values: the producer shares it with the consumers through shared memory (fwd_traits.cuh).
-  static constexpr bool kSharedDescription = true;
+  using Shared = TileInfo;  // plain values: the producer shares it whole (fwd_traits.cuh, tile_desc)
   int m_block, head, batch;
   SeqInfo seq;
   MaskRuleT<int> rule;
@@ -47,6 +46,8 @@ struct TileInfo {
 
   template <class Extra>
   CUTE_DEVICE TileInfo(const AttnFwdArgs& a, const Extra&, int tile) : TileInfo(a, tile) {}
+  template <class Extra>
+  CUTE_DEVICE TileInfo(const TileInfo& shared, const Extra&) : TileInfo(shared) {}  // the producer's copy
   CUTE_DEVICE TileInfo(const AttnFwdArgs& a, int tile)
       : m_block(a.num_m_blocks - 1 - tile % a.num_m_blocks),
         head((tile / a.num_m_blocks) % a.heads_q),

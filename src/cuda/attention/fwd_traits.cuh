@@ -77,7 +77,7 @@ struct FwdTraits {
     cutlass::arch::ClusterTransactionBarrier barrier_q_full[kQStages];  // Q landed (TMA transaction bytes)
     cutlass::arch::ClusterBarrier barrier_q_empty[kQStages];            // consumers no longer read Q
     int tile[kQStages];  // the tile whose Q is (being) loaded there; >= num_tiles: no more work
-    // The producer's description (Variant::Tile, where it has kSharedDescription) of the CTA's
+    // The producer's description (Variant::Tile's Shared part, where it has one) of the CTA's
     // j-th tile, in slot j % (kQStages + 1): the consumers copy it instead of deriving it again
     // (integer divisions, sequence lookups). One slot more than Q buffers, so a tile's slot is
     // rewritten only once its epilogue is done.

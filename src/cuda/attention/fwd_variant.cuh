@@ -35,13 +35,14 @@ CUTE_HOST_DEVICE int num_splits_of(const Args& x) {
   else return 1;
 }
 
-// Whether a variant's Tile is shared from producer to consumers through shared memory
-// (Tile::kSharedDescription; flex's holds a reference to the kernel parameters, whose loads
-// through a copied pointer would no longer be constant-bank reads).
+// Whether a variant's Tile is shared from producer to consumers through shared memory: it names
+// its plain part Tile::Shared, and the consumers rebuild it as Tile(shared, extra) (a Tile that
+// refers to the kernel parameters binds them again; a copied pointer would turn constant-bank
+// reads into generic loads).
 template <class Tile, class = void>
 inline constexpr bool shares_description_v = false;
 template <class Tile>
-inline constexpr bool shares_description_v<Tile, std::void_t<decltype(Tile::kSharedDescription)>> = Tile::kSharedDescription;
+inline constexpr bool shares_description_v<Tile, std::void_t<typename Tile::Shared>> = true;
 
 // The output in the element type, as the caller's out / lse tensors hold it.
 template <class Traits>

@@ -49,21 +49,27 @@ struct FlexArgs {
 // Key tiles of one query tile, in visiting order: partial blocks first, then full ones; with
 // split-KV, part `split` of them. Only counts live in registers; list addresses are recomputed
 // from the kernel parameters. Tile index: split fastest, then the dense kernel's (m, head, batch).
-template <class Traits, class Args>
-struct FlexTile {
-  const Args& f;
+// Its plain values, which the producer shares with the consumers (fwd_traits.cuh, tile_desc).
+struct FlexTileShared {
   int split, m_block, head, batch;
   SeqInfo seq;
   int n_partial = 0, n_full = 0;  // listed blocks (without a BlockMask: key tiles, all partial)
   int first = 0, count = 0;       // this part's entries [first, first + count) of the visiting order
 
-  CUTE_DEVICE FlexTile(const AttnFwdArgs& a, const Args& f_, int tile)
-      : f(f_),
-        split(tile % f_.num_splits),
-        m_block(a.num_m_blocks - 1 - (tile / f_.num_splits) % a.num_m_blocks),
-        head((tile / f_.num_splits / a.num_m_blocks) % a.heads_q),
-        batch(tile / f_.num_splits / a.num_m_blocks / a.heads_q),
-        seq(a, batch) {
+  CUTE_DEVICE FlexTileShared(const AttnFwdArgs& a, int num_splits, int tile)
+      : split(tile % num_splits),
+        m_block(a.num_m_blocks - 1 - (tile / num_splits) % a.num_m_blocks),
+        head((tile / num_splits / a.num_m_blocks) % a.heads_q),
+        batch(tile / num_splits / a.num_m_blocks / a.heads_q),
+        seq(a, batch) {}
+};
+
+template <class Traits, class Args>
+struct FlexTile : FlexTileShared {
+  using Shared = FlexTileShared;
+  const Args& f;
+
+  CUTE_DEVICE FlexTile(const AttnFwdArgs& a, const Args& f_, int tile) : FlexTileShared(a, f_.num_splits, tile), f(f_) {
     if (skip()) return;
     if (!f.block_mask) {
       n_partial = (seq.seqlen_k + Traits::kBlockN - 1) / Traits::kBlockN;
@@ -76,6 +82,7 @@ struct FlexTile {
     first = min(split * per, total);
     count = min(per, total - first);
   }
+  CUTE_DEVICE FlexTile(const Shared& s, const Args& f_) : FlexTileShared(s), f(f_) {}  // the producer's values
   CUTE_DEVICE bool skip() const { return m_block * Traits::kBlockM >= seq.seqlen_q; }
   CUTE_DEVICE int sub() const { return f.block_mask ? f.tiles_per_block : 1; }  // key tiles per block
   CUTE_DEVICE int num_key_tiles() const { return count; }
