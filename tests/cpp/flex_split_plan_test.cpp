@@ -89,6 +89,17 @@ TEST(FlexSplitPlan, PacksOnlyWithOneKeyListPerGroup) {
   EXPECT_EQ(packed_query_heads(p), 4);
 }
 
+// The packed forward's row split (row -> head j, query i) is a multiply-high, not a division.
+TEST(FlexSplitPlan, RowDividerMatchesIntegerDivision) {
+  for (int d = 1; d <= 128; ++d) {
+    const RowDivider div = RowDivider::of(d);
+    for (int n = 0; n < (1 << 16); ++n) ASSERT_EQ(div.divide(n), n / d) << n << " / " << d;
+    for (int n : {(1 << 30) - 1, (1 << 30), INT32_MAX - 1}) ASSERT_EQ(div.divide(n), n / d) << n << " / " << d;
+  }
+  const RowDivider none;  // no packing: every row index (sequences below 2^30) gives 0
+  for (int n : {0, 1, 127, 1 << 20, (1 << 30) - 1}) EXPECT_EQ(none.divide(n), 0) << n;
+}
+
 // Auto split count: enough parts for B * Hkv packed tiles (not B * Hq) to cover the SMs.
 TEST(FlexSplitPlan, AutoSplitCountsPackedTiles) {
   const FlexFwdParams gqa = params(8, 32, 8, 1, 16384);  // 64 packed tiles, 128 key tiles each

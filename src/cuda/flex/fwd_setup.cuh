@@ -130,6 +130,7 @@ Status set_short_query_path(const FlexFwdParams& p, AttnFwdArgs& a, Args& f) {
     }
     f.pack_heads = g;
     f.pack_rows = static_cast<int>(sq);
+    f.pack_divider = RowDivider::of(sq);
   }
   const SplitPlan plan = plan_splits(p, a.num_sms);  // the plan flex_forward_workspace_size() sized
   f.num_splits = plan.splits;

@@ -18,6 +18,7 @@
 
 #include "attnkit/semantics/flex_mods.hpp"
 #include "src/cuda/flex/block_lists.hpp"
+#include "src/cuda/flex/split_plan.hpp"
 #include "src/cuda/attention/fwd_tile.cuh"
 #include "src/cuda/attention/fwd_variant.cuh"
 
@@ -43,7 +44,8 @@ struct FlexArgs {
   // GQA packing (split_plan.hpp's packed_query_heads): > 1 when a tile's rows are the query rows
   // of pack_heads heads stacked (row j * pack_rows + i: head pack_heads * tile.head + j, query i).
   int pack_heads = 1;
-  int pack_rows = INT32_MAX;  // the caller's Sq when packed
+  int pack_rows = 1;          // the caller's Sq when packed
+  RowDivider pack_divider{};  // divides by pack_rows; by default every quotient is 0
 };
 
 // Key tiles of one query tile, in visiting order: partial blocks first, then full ones; with
@@ -122,13 +124,13 @@ struct FlexScores {
 
   // fn(s, h, q, kv) for every score of the tile. Rows past Sq (never stored) and columns past Sk
   // (masked afterwards) are clamped so that a mod reading per-position tables stays inside them.
-  // With GQA packing a row's head and query come from its packed index (one division per row).
+  // With GQA packing a row's head and query come from its packed index (a multiply-high per row).
   template <class TensorS, class TensorC, class F>
   CUTE_DEVICE void for_each_score(TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq, int sk, F&& fn) const {
     CUTE_UNROLL
     for (int mi = 0; mi < size<0>(s_rc); ++mi) {
       const int r = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
-      const int j = r / f.pack_rows;  // 0 without packing: no branch around the passes' loops
+      const int j = f.pack_divider.divide(r);  // 0 without packing: no branch around the passes' loops
       const int64_t h = int64_t(tile.head) * f.pack_heads + j, q = r - j * f.pack_rows;
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s_rc); ++ni) fn(s_rc(mi, ni), h, q, int64_t(min(col0 + get<1>(coord_rc(mi, ni)), sk - 1)));

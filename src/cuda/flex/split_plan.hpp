@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "attnkit/config.hpp"
 #include "attnkit/flex.hpp"
 
 namespace attnkit::cuda::flex {
@@ -22,6 +23,26 @@ inline constexpr int kMaxSplits = 64;
 // FwdTraits in fwd_setup.cuh).
 inline constexpr int key_tile_width_of(int64_t d) { return d <= 128 ? 128 : 64; }
 inline constexpr int64_t kQueryTileRows = 128;
+
+// n / d for 0 <= n < 2^31 as a multiply-high, an add and a shift (the round-up method: shift =
+// ceil(log2 d), mul = 2^32 (2^shift - d) / d + 1). The packed forward splits every row index by
+// Sq with it once per row per score pass — a runtime division there cost ALiBi 10%.
+// The default divisor (2^31 - 1) makes every row's quotient 0: no packing, no branch.
+struct RowDivider {
+  uint32_t mul = 3;
+  int shift = 31;
+  static RowDivider of(int64_t d) {
+    RowDivider r;
+    r.shift = 0;
+    while ((int64_t(1) << r.shift) < d) ++r.shift;
+    r.mul = static_cast<uint32_t>(((uint64_t(1) << 32) * ((uint64_t(1) << r.shift) - d)) / d + 1);
+    return r;
+  }
+  ATTNKIT_HD int divide(int n) const {
+    const uint32_t u = static_cast<uint32_t>(n);
+    return static_cast<int>((static_cast<uint32_t>((uint64_t(u) * mul) >> 32) + u) >> shift);
+  }
+};
 
 // GQA packing: with g = Hq / Hkv > 1 query heads per KV head and g * Sq <= kQueryTileRows, the
 // group's queries are stacked along one query tile's rows (row j * Sq + i: head g * hkv + j,
