@@ -1,0 +1,42 @@
+#!/bin/bash
+# bench/flex_fwd_ab.sh — builds bench/flex_fwd_probe.cu once per flex forward variant.
+#   bash bench/flex_fwd_ab.sh DIR NAME=REV...
+# A variant is a git revision's src/ and include/ (exported to DIR/NAME), with DIR/NAME.patch
+# applied on top when that file exists. Its flex D128 bf16 kernel and its flex dispatch are
+# compiled from those sources and linked before build/libattnkit.a (a CUDA build of the tree:
+# scripts/setup.sh), so each probe times that revision's kernel through the public API. Keep DIR in
+# an ignored folder (.deps/flexab) and carry it to the device with the binaries DIR/probe_NAME.
+# Logs with ptxas -v: DIR/build_NAME.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=$1; shift
+lib=build/libattnkit.a
+cutlass=$PWD/.deps/cutlass/cutlass_library/source/include
+[ -f $lib ] && [ -f $cutlass/cute/tensor.hpp ] || { echo "needs a CUDA build in build/ (scripts/setup.sh)" >&2; exit 1; }
+flags="-std=c++17 -O3 -DNDEBUG -DATTNKIT_WITH_CUDA=1 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr"
+mkdir -p "$dir"
+nvcc $flags -Iinclude -c bench/flex_fwd_probe.cu -o "$dir/probe.o"
+build() {  # build NAME REV
+  local v=$1 rev=$2 src="$dir/$1"
+  rm -rf "$src" && mkdir -p "$src"
+  git archive "$rev" src include | tar -x -C "$src"
+  [ -f "$dir/$v.patch" ] && patch -s -d "$src" -p1 < "$dir/$v.patch"
+  cat > "$src/kernel.cu" <<'CU'
+#include "src/cuda/attention/fwd_launch.cuh"
+#include "src/cuda/flex/fwd_variant.cuh"
+namespace attnkit::cuda::attn {
+template cudaError_t launch_fwd<cutlass::bfloat16_t, 128, flex::CatalogVariant>(const AttnFwdArgs&, const flex::CatalogVariant::Args&);
+}
+CU
+  local inc="-I$src -I$src/include -I$cutlass"
+  { nvcc $flags $inc -Xptxas -v -c "$src/kernel.cu" -o "$src/kernel.o" &&
+    nvcc $flags $inc -c "$src/src/cuda/flex/fwd_dispatch.cu" -o "$src/dispatch.o" &&
+    nvcc -gencode=arch=compute_90a,code=sm_90a "$dir/probe.o" "$src/kernel.o" "$src/dispatch.o" $lib -o "$dir/probe_$v"; } \
+    > "$dir/build_$v.log" 2>&1
+}
+for nv in "$@"; do build "${nv%%=*}" "${nv#*=}" & done
+wait
+for nv in "$@"; do
+  v=${nv%%=*}
+  echo "$v: $([ -x "$dir/probe_$v" ] && echo built || echo FAILED), $(grep -cE '[1-9][0-9]* bytes spill' "$dir/build_$v.log") kernels with spills"
+done
