@@ -9,7 +9,8 @@
 
 # 43: the GDN chunked backward added its dispatch and one unit per K (2026-11-22); CI compiles all
 # of them in ~25 of its 90 minutes.
-set(ATTNKIT_CUDA_TU_BUDGET 43)
+# 49: the flex forward's GQA-packed short-query units (2026-11-23; each ~3.5 min on CI's 2 cores).
+set(ATTNKIT_CUDA_TU_BUDGET 49)
 
 set(ATTNKIT_CUDA_HANDWRITTEN_TUS
   src/cuda/runtime.cu
@@ -34,9 +35,13 @@ endforeach()
 
 # Flex attention forward with the built-in catalog of mods: (dtype, head dim); the forward
 # kernel above with flex's key-tile lists and score/mask functors (src/cuda/flex/fwd_variant.cuh).
+# The packed units run the short-query path's GQA packing (each row its own head: a per-row
+# mapping that cost the other shapes 4% when it was one instantiation).
 foreach(hd 64 128 256)
-  attnkit_instantiate(src/cuda/flex/fwd_launch.cu.in flex_fwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd})
-  attnkit_instantiate(src/cuda/flex/fwd_launch.cu.in flex_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd})
+  attnkit_instantiate(src/cuda/flex/fwd_launch.cu.in flex_fwd_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd} VARIANT=CatalogVariant)
+  attnkit_instantiate(src/cuda/flex/fwd_launch.cu.in flex_fwd_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd} VARIANT=CatalogVariant)
+  attnkit_instantiate(src/cuda/flex/fwd_launch.cu.in flex_fwd_packed_bf16_hd${hd} ELEMENT=cutlass::bfloat16_t HEAD_DIM=${hd} VARIANT=CatalogPackedVariant)
+  attnkit_instantiate(src/cuda/flex/fwd_launch.cu.in flex_fwd_packed_fp16_hd${hd} ELEMENT=cutlass::half_t HEAD_DIM=${hd} VARIANT=CatalogPackedVariant)
 endforeach()
 
 # Softmax attention backward: (dtype, head dim).

@@ -104,6 +104,7 @@ TEST(FlexSplitPlan, RowDividerMatchesIntegerDivision) {
 TEST(FlexSplitPlan, AutoSplitCountsPackedTiles) {
   const FlexFwdParams gqa = params(8, 32, 8, 1, 16384);  // 64 packed tiles, 128 key tiles each
   EXPECT_EQ(plan_splits(gqa, 132).splits, 3);
+  EXPECT_EQ(plan_splits(gqa, 132, /*pack_gqa=*/false).splits, 1);  // your own functors: 256 tiles
   const FlexFwdParams mha = params(8, 32, 32, 1, 16384);  // 256 tiles: no split
   EXPECT_EQ(plan_splits(mha, 132).splits, 1);
   const SplitPlan plan = plan_splits(gqa, 132);

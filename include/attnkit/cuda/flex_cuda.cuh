@@ -20,7 +20,8 @@
 // flags. p.mods (the built-in catalog) is ignored, as in cpu::flex_forward_with_mods; IdentityScoreMod
 // and NoMaskMod are recognised and cost nothing. Each key is visited as the BlockMask says (every key
 // without one); mask_mod runs on partial blocks only; short queries (Sq <= 64) take the split-KV
-// path as the built-in op does (p.num_splits). The backward differentiates through your score mod
+// path as the built-in op does (p.num_splits), without its GQA packing (a second instantiation per
+// functor pair; each query head keeps its own query tile). The backward differentiates through your score mod
 // with the derivative it writes to *ds (evaluated per element beside the mask, so a heavy functor
 // costs registers); p.deterministic as the built-in op. examples/flex_custom_mod_cuda.cu is a program.
 #pragma once
@@ -75,7 +76,7 @@ Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod,
   typename Variant::Args f;
   detail::set_mods(f, score_mod, mask_mod);
   ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, kHeadDim, f));
-  ATTNKIT_RETURN_IF_ERROR(flex::set_short_query_path(p, a, f));
+  ATTNKIT_RETURN_IF_ERROR(flex::set_short_query_path(p, a, f, /*pack_gqa=*/false));
   using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
   return flex::run_forward<Element>(p, a, f, [&] { return attn::launch_fwd<Element, kHeadDim, Variant>(a, f); },
                                     "cuda::flex_forward_with_mods");

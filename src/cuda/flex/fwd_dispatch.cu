@@ -16,16 +16,22 @@ cudaError_t launch_fwd(const AttnFwdArgs& a, const typename Variant::Args& extra
 
 namespace {
 
+using flex::CatalogPackedVariant;
 using flex::CatalogVariant;
+
+template <class Element, class Variant>
+cudaError_t launch(const FlexFwdParams& p, const AttnFwdArgs& a, const CatalogVariant::Args& f) {
+  switch (p.q.size(3)) {
+    case 64: return attn::launch_fwd<Element, 64, Variant>(a, f);
+    case 128: return attn::launch_fwd<Element, 128, Variant>(a, f);
+    default: return attn::launch_fwd<Element, 256, Variant>(a, f);
+  }
+}
 
 template <class Element>
 Status forward(const FlexFwdParams& p, const AttnFwdArgs& a, const CatalogVariant::Args& f) {
   return flex::run_forward<Element>(p, a, f, [&] {
-    switch (p.q.size(3)) {
-      case 64: return attn::launch_fwd<Element, 64, CatalogVariant>(a, f);
-      case 128: return attn::launch_fwd<Element, 128, CatalogVariant>(a, f);
-      default: return attn::launch_fwd<Element, 256, CatalogVariant>(a, f);
-    }
+    return f.pack_heads > 1 ? launch<Element, CatalogPackedVariant>(p, a, f) : launch<Element, CatalogVariant>(p, a, f);
   }, "flex_attention_forward");
 }
 
@@ -40,7 +46,7 @@ Status flex_forward(const FlexFwdParams& p) {
   f.use_score_mod = p.mods.has_score_mod();
   f.use_mask_mod = p.mods.has_mask_mod();
   ATTNKIT_RETURN_IF_ERROR(flex::set_block_mask(p.block_mask, p.q.size(3), f));
-  ATTNKIT_RETURN_IF_ERROR(flex::set_short_query_path(p, a, f));
+  ATTNKIT_RETURN_IF_ERROR(flex::set_short_query_path(p, a, f, /*pack_gqa=*/true));
   return p.q.dtype == DType::kBFloat16 ? forward<cutlass::bfloat16_t>(p, a, f) : forward<cutlass::half_t>(p, a, f);
 }
 

@@ -101,19 +101,20 @@ inline Status fill_fwd_args(const FlexFwdParams& p, AttnFwdArgs& a) {
   return Status::Ok();
 }
 
-// The short-query path (split_plan.hpp): GQA packing — the kernel then sees Hkv heads of g * Sq
-// rows, each a view of the group's stacked query rows — and the split-KV fields of f (how many
-// parts, their buffers in the workspace). The parts' flat row index ((split, b, head) * rows + row)
+// The short-query path (split_plan.hpp): GQA packing where pack_gqa (the caller then launches the
+// packed instantiation when f.pack_heads > 1) — the kernel sees Hkv heads of g * Sq rows, each a
+// view of the group's stacked query rows — and the split-KV fields of f (how many parts, their
+// buffers in the workspace). The parts' flat row index ((split, b, head) * rows + row)
 // is the same packed or not, so the combine step reads them by (b, Hq, Sq) either way.
 template <class Args>
-Status set_short_query_path(const FlexFwdParams& p, AttnFwdArgs& a, Args& f) {
+Status set_short_query_path(const FlexFwdParams& p, AttnFwdArgs& a, Args& f, bool pack_gqa) {
   if (p.num_splits > 1 && p.q.size(2) > kMaxSplitQueries)
     return Unsupported("num_splits: split-KV is the short-query path (Sq <= " + std::to_string(kMaxSplitQueries) +
                        "), got Sq = " + std::to_string(p.q.size(2)));
   static_assert(attn::FwdTraits<cutlass::bfloat16_t, 64>::kBlockM == kQueryTileRows);
   static_assert(attn::FwdTraits<cutlass::bfloat16_t, 128>::kBlockM == kQueryTileRows);
   static_assert(attn::FwdTraits<cutlass::bfloat16_t, 256>::kBlockM == kQueryTileRows);
-  if (const int g = packed_query_heads(p); g > 1) {
+  if (const int g = pack_gqa ? packed_query_heads(p) : 1; g > 1) {
     const int64_t sq = p.q.size(2);
     // Packed row r = j * Sq + i sits at j * (head stride) + i * (seq stride) = r * (seq stride),
     // or at r * (head stride) when Sq = 1 (its seq stride is arbitrary).
@@ -132,7 +133,7 @@ Status set_short_query_path(const FlexFwdParams& p, AttnFwdArgs& a, Args& f) {
     f.pack_rows = static_cast<int>(sq);
     f.pack_divider = RowDivider::of(sq);
   }
-  const SplitPlan plan = plan_splits(p, a.num_sms);  // the plan flex_forward_workspace_size() sized
+  const SplitPlan plan = plan_splits(p, a.num_sms, pack_gqa);  // at most what flex_forward_workspace_size() sized
   f.num_splits = plan.splits;
   if (plan.splits == 1) return Status::Ok();
   char* ws = static_cast<char*>(p.workspace.data);

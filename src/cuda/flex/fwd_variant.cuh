@@ -43,9 +43,10 @@ struct FlexArgs {
   float* partial_lse = nullptr;  // fp32 [num_splits, B, Hq, Sq]
   // GQA packing (split_plan.hpp's packed_query_heads): > 1 when a tile's rows are the query rows
   // of pack_heads heads stacked (row j * pack_rows + i: head pack_heads * tile.head + j, query i).
+  // Read only by the packed instantiation (FlexVariant's kPackedHeads).
   int pack_heads = 1;
-  int pack_rows = 1;          // the caller's Sq when packed
-  RowDivider pack_divider{};  // divides by pack_rows; by default every quotient is 0
+  int pack_rows = 1;          // the caller's Sq
+  RowDivider pack_divider{};  // divides by pack_rows
 };
 
 // Key tiles of one query tile, in visiting order: partial blocks first, then full ones; with
@@ -105,7 +106,7 @@ inline constexpr bool has_parts_v = false;
 template <class M>
 inline constexpr bool has_parts_v<M, std::void_t<decltype(std::declval<const M&>().for_each_part(0))>> = true;
 
-template <class Traits, class Args>
+template <class Traits, class Args, bool kPackedHeads>
 struct FlexScores {
   using ScoreMod = decltype(Args::score_mod);
   using MaskMod = decltype(Args::mask_mod);
@@ -124,14 +125,20 @@ struct FlexScores {
 
   // fn(s, h, q, kv) for every score of the tile. Rows past Sq (never stored) and columns past Sk
   // (masked afterwards) are clamped so that a mod reading per-position tables stays inside them.
-  // With GQA packing a row's head and query come from its packed index (a multiply-high per row).
+  // The packed instantiation (kPackedHeads) takes each row's head and query from its packed index
+  // (a multiply-high per row); the other keeps the tile's head, loop-invariant — per-row heads
+  // there cost ALiBi 4% (docs/perf/flex_fwd.md, v11).
   template <class TensorS, class TensorC, class F>
   CUTE_DEVICE void for_each_score(TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq, int sk, F&& fn) const {
     CUTE_UNROLL
     for (int mi = 0; mi < size<0>(s_rc); ++mi) {
       const int r = min(row0 + get<0>(coord_rc(mi, 0)), sq - 1);
-      const int j = f.pack_divider.divide(r);  // 0 without packing: no branch around the passes' loops
-      const int64_t h = int64_t(tile.head) * f.pack_heads + j, q = r - j * f.pack_rows;
+      int64_t h = tile.head, q = r;
+      if constexpr (kPackedHeads) {
+        const int j = f.pack_divider.divide(r);
+        h = h * f.pack_heads + j;
+        q = r - j * f.pack_rows;
+      }
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s_rc); ++ni) fn(s_rc(mi, ni), h, q, int64_t(min(col0 + get<1>(coord_rc(mi, ni)), sk - 1)));
     }
@@ -241,19 +248,23 @@ struct FlexEpilogue {
   }
 };
 
-template <class ScoreMod, class MaskMod>
+// kPackedHeads: the instantiation run when Args::pack_heads > 1 (GQA packing, fwd_setup.cuh).
+template <class ScoreMod, class MaskMod, bool kPackedHeads = false>
 struct FlexVariant {
   using Args = FlexArgs<ScoreMod, MaskMod>;
   template <class Traits>
   using Tile = FlexTile<Traits, Args>;
   template <class Traits>
-  using Scores = FlexScores<Traits, Args>;
+  using Scores = FlexScores<Traits, Args, kPackedHeads>;
   template <class Traits>
   using Epilogue = FlexEpilogue<Traits>;
 };
 
 // The built-in catalog (flex.hpp's FlexMods): one instantiation per (dtype, head dim); which
 // parts are on is runtime (use_score_mod / use_mask_mod and the functors' own fields).
+// CatalogPackedVariant runs the short-query path's GQA packing (its own translation units, so the
+// per-row head mapping costs nothing elsewhere).
 using CatalogVariant = FlexVariant<CatalogScoreMod, CatalogMaskMod>;
+using CatalogPackedVariant = FlexVariant<CatalogScoreMod, CatalogMaskMod, true>;
 
 }  // namespace attnkit::cuda::flex

@@ -26,8 +26,8 @@ inline constexpr int64_t kQueryTileRows = 128;
 
 // n / d for 0 <= n < 2^31 as a multiply-high, an add and a shift (the round-up method: shift =
 // ceil(log2 d), mul = 2^32 (2^shift - d) / d + 1). The packed forward splits every row index by
-// Sq with it once per row per score pass — a runtime division there cost ALiBi 10%.
-// The default divisor (2^31 - 1) makes every row's quotient 0: no packing, no branch.
+// Sq with it once per row per score pass (a runtime division is ~20 instructions, one of them on
+// the MUFU pipe the exponentials need). The default divisor (2^31 - 1) gives 0 for every row.
 struct RowDivider {
   uint32_t mul = 3;
   int shift = 31;
@@ -73,16 +73,18 @@ struct SplitPlan {
 };
 
 // p.num_splits: 0 chooses (enough CTAs to cover the GPU once, at least 4 key tiles per part; one
-// query tile per (batch, KV head) when GQA packing applies),
+// query tile per (batch, KV head) when GQA packing applies and pack_gqa allows it — the catalog;
+// your own functors' instantiations do not pack, and the workspace sized with packing is the
+// larger one),
 // 1 turns the split off, n > 1 asks for n (at most one part per key tile, at most kMaxSplits).
-inline SplitPlan plan_splits(const FlexFwdParams& p, int num_sms) {
+inline SplitPlan plan_splits(const FlexFwdParams& p, int num_sms, bool pack_gqa = true) {
   SplitPlan plan;
   const int64_t B = p.q.size(0), Hq = p.q.size(1), Sq = p.q.size(2), Sk = p.k.size(2), D = p.q.size(3);
   const int64_t key_tiles = (Sk + key_tile_width_of(D) - 1) / key_tile_width_of(D);
   if (Sq > kMaxSplitQueries || Sq == 0 || p.num_splits == 1 || key_tiles < 2) return plan;
   int64_t splits = p.num_splits;
   if (splits == 0) {
-    const int64_t tiles = std::max<int64_t>(B * Hq / packed_query_heads(p), 1);
+    const int64_t tiles = std::max<int64_t>(B * Hq / (pack_gqa ? packed_query_heads(p) : 1), 1);
     splits = std::min<int64_t>((num_sms + tiles - 1) / tiles, key_tiles / 4);
   }
   splits = std::clamp<int64_t>(std::min<int64_t>(splits, key_tiles), 1, kMaxSplits);
