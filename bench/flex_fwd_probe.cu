@@ -36,16 +36,18 @@ TensorView on_gpu(void* p, DType dt, std::initializer_list<int64_t> shape) {
   return TensorView::contiguous(p, dt, Device::cuda(0), shape);
 }
 
-// A BlockMask (128 x 128 blocks) of a causal mask with an optional window: per query block, the
-// partial blocks (the diagonal, the window's left edge) and the full ones between them.
+// A BlockMask (128 x 128 blocks) of a causal mask with an optional window or documents of doc_len
+// (a multiple of 128) tokens: per query block, the partial blocks (the diagonal, the window's left
+// edge) and the full ones between them.
 struct BlockMask {
   std::vector<int32_t> num, idx, full_num, full_idx;
   Buffer *dnum, *didx, *dfull_num, *dfull_idx;
   int64_t nb;
-  BlockMask(int64_t s, int64_t window) : nb(s / 128) {
+  BlockMask(int64_t s, int64_t window, int64_t doc_len) : nb(s / 128) {
     num.assign(nb, 0); full_num.assign(nb, 0); idx.assign(nb * nb, 0); full_idx.assign(nb * nb, 0);
     for (int64_t qb = 0; qb < nb; ++qb) {
-      const int64_t lo = window < 0 ? 0 : std::max<int64_t>(0, qb * 128 - window);  // first visible key of the block's first row
+      int64_t lo = window < 0 ? 0 : std::max<int64_t>(0, qb * 128 - window);  // first visible key of the block's first row
+      if (doc_len > 0) lo = qb * 128 / doc_len * doc_len;
       for (int64_t kb = lo / 128; kb <= qb; ++kb) {
         const bool full = kb < qb && (window < 0 || kb * 128 >= qb * 128 + 127 - window);
         if (full) full_idx[qb * nb + full_num[qb]++] = int32_t(kb);
@@ -94,10 +96,10 @@ float median_ms(FlexFwdParams& p) {
 }
 
 void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, bool alibi, bool causal,
-         int64_t window, bool block_mask) {
+         int64_t window, bool block_mask, int64_t doc_len = 0) {
   const int64_t D = 128;
   Buffer q(B * hq * sq * D * 2), k(B * hkv * sk * D * 2), v(B * hkv * sk * D * 2), o(B * hq * sq * D * 2),
-      lse(B * hq * sq * 4), slopes(hq * 4);
+      lse(B * hq * sq * 4), slopes(hq * 4), doc_q(B * sq * 4), doc_kv(B * sk * 4);
   fill<<<1024, 256>>>(static_cast<uint16_t*>(q.p), B * hq * sq * D, 1);
   fill<<<1024, 256>>>(static_cast<uint16_t*>(k.p), B * hkv * sk * D, 2);
   fill<<<1024, 256>>>(static_cast<uint16_t*>(v.p), B * hkv * sk * D, 3);
@@ -112,8 +114,16 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
   p.lse = on_gpu(lse.p, DType::kFloat32, {B, hq, sq});
   if (alibi) p.mods.alibi_slopes = on_gpu(slopes.p, DType::kFloat32, {hq});
   p.mods.causal = causal;
+  if (doc_len > 0) {
+    std::vector<int32_t> ids(B * std::max(sq, sk));
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i % std::max(sq, sk) / doc_len);
+    cudaMemcpy(doc_q.p, ids.data(), B * sq * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(doc_kv.p, ids.data(), B * sk * 4, cudaMemcpyHostToDevice);
+    p.mods.document_ids_q = on_gpu(doc_q.p, DType::kInt32, {B, sq});
+    p.mods.document_ids_kv = on_gpu(doc_kv.p, DType::kInt32, {B, sk});
+  }
   p.mods.sliding_window = window;
-  BlockMask* bm = block_mask ? new BlockMask(sq, window) : nullptr;
+  BlockMask* bm = block_mask ? new BlockMask(sq, window, doc_len) : nullptr;
   if (bm) p.block_mask = bm->view();
   Buffer ws(flex_forward_workspace_size(p));
   p.workspace = Workspace{ws.p, flex_forward_workspace_size(p)};
@@ -132,6 +142,7 @@ int main() {
   run("noop", 1, 16, 16, 16384, 16384, false, false, -1, false);
   run("causal", 1, 16, 16, 16384, 16384, false, true, -1, true);
   run("sliding1024", 1, 16, 16, 16384, 16384, false, true, 1024, true);
+  run("document_causal", 1, 16, 16, 16384, 16384, false, true, -1, true, 2048);
   run("alibi_causal", 1, 16, 16, 16384, 16384, true, true, -1, true);
   run("gqa_dec_noop", 8, 32, 8, 1, 16384, false, false, -1, false);
   run("gqa_dec_alibi", 8, 32, 8, 1, 16384, true, false, -1, false);

@@ -180,6 +180,32 @@ struct FlexScores {
     }
   }
 
+  // The catalog's document mask, doc_q[b, q] == doc_kv[b, kv]: the warpgroup loads its 64 rows'
+  // and kBlockN columns' ids into its scratch (one coalesced load per thread, one latency), then
+  // compares from shared memory. As per-element global loads (34 per thread, issued a few at a time
+  // at the register limit) the pass cost about a key tile's time per partial block. Rows past Sq
+  // and columns past Sk are clamped as in for_each_score.
+  template <class TensorS, class TensorC>
+  CUTE_DEVICE void document_pass(const DocumentMaskMod& m, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0,
+                                 int sq, int sk) const {
+    static_assert(64 + Traits::kBlockN <= Traits::kScratchFloats);
+    int* ids = reinterpret_cast<int*>(scratch);  // [64 rows of this warpgroup | kBlockN columns]
+    const int64_t b = tile.batch;
+    const int r0 = row0 + 64 * wg;
+    cutlass::arch::NamedBarrier::sync(128, 3 + wg);  // this warpgroup's reads of the scratch are done
+    for (int j = threadIdx.x % 128; j < 64 + Traits::kBlockN; j += 128)
+      ids[j] = j < 64 ? m.doc_q[b * m.q_strides[0] + int64_t(min(r0 + j, sq - 1)) * m.q_strides[1]]
+                      : m.doc_kv[b * m.kv_strides[0] + int64_t(min(col0 + j - 64, sk - 1)) * m.kv_strides[1]];
+    cutlass::arch::NamedBarrier::sync(128, 3 + wg);
+    CUTE_UNROLL
+    for (int mi = 0; mi < size<0>(s_rc); ++mi) {
+      const int row_id = ids[get<0>(coord_rc(mi, 0)) - 64 * wg];
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s_rc); ++ni)
+        if (ids[64 + get<1>(coord_rc(mi, ni))] != row_id) s_rc(mi, ni) = -INFINITY;
+    }
+  }
+
   // s = -inf where mod(b, h, q, kv) is false.
   template <class Mod, class TensorS, class TensorC>
   CUTE_DEVICE void mask_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
@@ -211,7 +237,12 @@ struct FlexScores {
     const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !tile.is_full(i);
     if (use_mask) {
       if constexpr (has_parts_v<MaskMod>) {
-        f.mask_mod.for_each_part([&](const auto& part) { mask_pass(part, s_rc, coord_rc, row0, col0, sq, sk); });
+        f.mask_mod.for_each_part([&](const auto& part) {
+          if constexpr (std::is_same_v<std::decay_t<decltype(part)>, DocumentMaskMod> && !kPackedHeads)
+            document_pass(part, s_rc, coord_rc, row0, col0, sq, sk);  // packed rows: each its own query
+          else
+            mask_pass(part, s_rc, coord_rc, row0, col0, sq, sk);
+        });
       } else if constexpr (!is_no_mask_v<MaskMod>) {
         mask_pass(f.mask_mod, s_rc, coord_rc, row0, col0, sq, sk);
       }
