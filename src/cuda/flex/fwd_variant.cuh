@@ -182,9 +182,9 @@ struct FlexScores {
 
   // The catalog's document mask, doc_q[b, q] == doc_kv[b, kv]: the warpgroup loads its 64 rows'
   // and kBlockN columns' ids into its scratch (one coalesced load per thread, one latency), then
-  // compares from shared memory. As per-element global loads (34 per thread, issued a few at a time
-  // at the register limit) the pass cost about a key tile's time per partial block. Rows past Sq
-  // and columns past Sk are clamped as in for_each_score.
+  // compares from shared memory, instead of 34 per-element global loads per thread on the key
+  // tile's chain (documents forward +4%: docs/perf/flex_fwd.md, v13). Rows past Sq and columns
+  // past Sk are clamped as in for_each_score.
   template <class TensorS, class TensorC>
   CUTE_DEVICE void document_pass(const DocumentMaskMod& m, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0,
                                  int sq, int sk) const {
