@@ -2,7 +2,7 @@
 # bench/flex_fwd_ab.sh — builds bench/flex_fwd_probe.cu once per flex forward variant.
 #   bash bench/flex_fwd_ab.sh DIR NAME=REV...
 # A variant is a git revision's src/ and include/ (exported to DIR/NAME), with DIR/NAME.patch
-# applied on top when that file exists. Its flex D128 bf16 kernel and its flex dispatch are
+# applied on top when that file exists. Its flex D128 bf16 kernel(s) and its flex dispatch are
 # compiled from those sources and linked before build/libattnkit.a (a CUDA build of the tree:
 # scripts/setup.sh), so each probe times that revision's kernel through the public API. Keep DIR in
 # an ignored folder (.deps/flexab) and carry it to the device with the binaries DIR/probe_NAME.
@@ -21,13 +21,17 @@ build() {  # build NAME REV
   rm -rf "$src" && mkdir -p "$src"
   git archive "$rev" src include | tar -x -C "$src"
   [ -f "$dir/$v.patch" ] && patch -s -d "$src" -p1 < "$dir/$v.patch"
-  cat > "$src/kernel.cu" <<'CU'
-#include "src/cuda/attention/fwd_launch.cuh"
-#include "src/cuda/flex/fwd_variant.cuh"
-namespace attnkit::cuda::attn {
-template cudaError_t launch_fwd<cutlass::bfloat16_t, 128, flex::CatalogVariant>(const AttnFwdArgs&, const flex::CatalogVariant::Args&);
-}
-CU
+  # The revision's D128 bf16 catalog kernels: the packed one too where it has one, so that the
+  # decode rows never time the tree's library copy instead.
+  local variants=CatalogVariant
+  grep -q CatalogPackedVariant "$src/src/cuda/flex/fwd_variant.cuh" && variants="$variants CatalogPackedVariant"
+  { echo '#include "src/cuda/attention/fwd_launch.cuh"'
+    echo '#include "src/cuda/flex/fwd_variant.cuh"'
+    echo 'namespace attnkit::cuda::attn {'
+    for k in $variants; do
+      echo "template cudaError_t launch_fwd<cutlass::bfloat16_t, 128, flex::$k>(const AttnFwdArgs&, const flex::$k::Args&);"
+    done
+    echo '}'; } > "$src/kernel.cu"
   local inc="-I$src -I$src/include -I$cutlass"
   { nvcc $flags $inc -Xptxas -v -c "$src/kernel.cu" -o "$src/kernel.o" &&
     nvcc $flags $inc -c "$src/src/cuda/flex/fwd_dispatch.cu" -o "$src/dispatch.o" &&

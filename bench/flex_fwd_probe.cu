@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "attnkit/flex.hpp"
@@ -41,7 +42,7 @@ TensorView on_gpu(void* p, DType dt, std::initializer_list<int64_t> shape) {
 // edge) and the full ones between them.
 struct BlockMask {
   std::vector<int32_t> num, idx, full_num, full_idx;
-  Buffer *dnum, *didx, *dfull_num, *dfull_idx;
+  std::unique_ptr<Buffer> dnum, didx, dfull_num, dfull_idx;
   int64_t nb;
   BlockMask(int64_t s, int64_t window, int64_t doc_len) : nb(s / 128) {
     num.assign(nb, 0); full_num.assign(nb, 0); idx.assign(nb * nb, 0); full_idx.assign(nb * nb, 0);
@@ -55,7 +56,7 @@ struct BlockMask {
       }
     }
     auto up = [](const std::vector<int32_t>& v) {
-      auto* b = new Buffer(v.size() * 4);
+      auto b = std::make_unique<Buffer>(v.size() * 4);
       cudaMemcpy(b->p, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
       return b;
     };
@@ -123,7 +124,7 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
     p.mods.document_ids_kv = on_gpu(doc_kv.p, DType::kInt32, {B, sk});
   }
   p.mods.sliding_window = window;
-  BlockMask* bm = block_mask ? new BlockMask(sq, window, doc_len) : nullptr;
+  const std::unique_ptr<BlockMask> bm = block_mask ? std::make_unique<BlockMask>(sq, window, doc_len) : nullptr;
   if (bm) p.block_mask = bm->view();
   Buffer ws(flex_forward_workspace_size(p));
   p.workspace = Workspace{ws.p, flex_forward_workspace_size(p)};
@@ -133,7 +134,6 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
   const double kv_gbs = 2.0 * B * hkv * sk * D * 2 / ms / 1e6;
   std::printf("%-14s %8.3f ms %7.1f TFLOP/s %7.0f GB/s(KV)  err=%s\n", name, ms, flops / ms / 1e9, kv_gbs,
               cudaGetErrorString(cudaGetLastError()));
-  delete bm;
 }
 
 }  // namespace
