@@ -13,6 +13,7 @@
 # CMake builds the same programs as the gdn_chunk_probe / gdn_chunk_bwd_probe targets.
 # Under ncu: PROBE_ONLY_BUILD=1 bash bench/gdn_chunk_probe.sh, then ncu ... $PROBE_DIR/<program> B T H 1
 # CUTLASS_INC overrides the CuTe headers' folder (default .deps/cutlass/..., installed from .whl/).
+# PROBE_JOBS caps the units compiled at once (default: all; 2 on a 2-core, 24 GB machine).
 # PROBE_NVCC_FLAGS adds nvcc flags (e.g. -lineinfo, for ncu's source view). The forward probe
 # reads PROBE_SEGMENTS at run time: GdnFwdParams::num_segments (0, automatic, when unset).
 set -euo pipefail
@@ -42,9 +43,11 @@ for hd in 64 128; do
   fi
 done
 objs=() pids=()
+jobs_max=${PROBE_JOBS:-${#srcs[@]}}  # all at once by default (the device); fewer on a small machine
 for s in "${srcs[@]}"; do
   o="$dir/$(basename "$s").o"
   objs+=("$o")
+  if [ "${#pids[@]}" -ge "$jobs_max" ]; then wait "${pids[0]}"; pids=("${pids[@]:1}"); fi
   nvcc "${flags[@]}" -x cu -c "$s" -o "$o" &
   pids+=($!)
 done
