@@ -17,7 +17,7 @@
 # PROBE_NVCC_FLAGS adds nvcc flags (e.g. -lineinfo, for ncu's source view). The forward probe
 # reads PROBE_SEGMENTS at run time: GdnFwdParams::num_segments (0, automatic, when unset).
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "${PROBE_SRC:-$(dirname "$0")/..}"  # PROBE_SRC: another checkout's tree to build (gdn_chunk_probe_revs.sh)
 probe=${PROBE:-fwd}
 [ "$probe" = fwd ] || [ "$probe" = bwd ] || { echo "PROBE: expected fwd or bwd, got '$probe'" >&2; exit 2; }
 program=$([ "$probe" = fwd ] && echo gdn_chunk_probe || echo gdn_chunk_bwd_probe)

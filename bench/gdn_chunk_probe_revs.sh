@@ -39,7 +39,10 @@ for rev in "$@"; do
     git worktree add -f --detach "$src" "$rev" -q
   fi
   echo "== $rev -> $out/$name"
-  (cd "$src" && PROBE="$probe" PROBE_ONLY_BUILD=1 CUTLASS_INC="$cutlass" PROBE_DIR="$root/$out/build-$name" bash bench/gdn_chunk_probe.sh)
+  # Every revision builds with this checkout's recipe (gdn_chunk_probe.sh: its unit list and
+  # PROBE_JOBS), run in the revision's tree.
+  PROBE_SRC="$src" PROBE="$probe" PROBE_ONLY_BUILD=1 CUTLASS_INC="$cutlass" PROBE_DIR="$root/$out/build-$name" \
+    bash "$root/bench/gdn_chunk_probe.sh"
   mkdir -p "$out/$name"
   cp "$out/build-$name/$program" "$out/$name/probe"
   rm -rf "$out/build-$name"
