@@ -8,7 +8,8 @@
 //                                             backward (else it reruns the forward's kernels)
 //   gdn_chunk_bwd_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                             with empty and 1-token sequences, GVA, several items
-//                                             per persistent CTA; rerun and kept), each one's
+//                                             per persistent CTA; rerun and kept; do's rows
+//                                             misaligned, for the copy paths), each one's
 //                                             gradients dumped as float32 to PREFIX.<i>.<name>;
 //                                             bench/gdn_chunk_bwd_probe_cmp.py compares two builds
 // Not a test: the GPU tests (tests/cpp/gdn_chunk_bwd_gpu_test.cpp) check against the CPU backend.
@@ -34,6 +35,7 @@ struct Case {
   int64_t D = 128, B = 1, T = 64, H = 1, HV = 1;
   std::vector<int64_t> seqlens;  // varlen when not empty (B = 1, T = sum)
   bool kept = false;             // the forward's intermediates handed to the backward
+  bool misaligned_dout = false;  // do's rows 2 bytes off 16-byte alignment: the kernels' copy paths
 };
 
 uint16_t to16(float x, DType dt) { return dt == DType::kFloat16 ? float_to_fp16_bits(x) : float_to_bf16_bits(x); }
@@ -132,7 +134,13 @@ double run_case(const Case& c, int reps, const std::string& prefix) {
 
   GdnBwdParams b;
   b.in = in;
-  b.dout = rows(buf(dout.data(), nv * 2), c.HV);
+  if (c.misaligned_dout) {  // the same values one element into a larger buffer
+    std::vector<uint16_t> shifted(nv + 1, 0);
+    std::copy(dout.begin(), dout.end(), shifted.begin() + 1);
+    b.dout = rows(static_cast<uint16_t*>(buf(shifted.data(), (nv + 1) * 2)) + 1, c.HV);
+  } else {
+    b.dout = rows(buf(dout.data(), nv * 2), c.HV);
+  }
   b.dfinal_state = state(buf(dht.data(), ns * 4));
   b.dq = rows(buf(nullptr, nq * 2), c.H);
   b.dk = rows(buf(nullptr, nq * 2), c.H);
@@ -184,6 +192,7 @@ int main(int argc, char** argv) {
       cases.push_back({DType::kBFloat16, 64, 1, 0, 1, 2, {65, 1, 200}, kept});
       cases.push_back({DType::kBFloat16, 128, 1, 4200, 6, 6, {}, kept});  // ~3 items per persistent CTA
     }
+    cases.push_back({DType::kBFloat16, 128, 1, 0, 2, 4, {1, 130, 64, 63}, false, true});  // cp.async copies
     for (auto& c : cases)
       for (int64_t l : c.seqlens) c.T += l;
     for (size_t i = 0; i < cases.size(); ++i) run_case(cases[i], 1, std::string(argv[2]) + "." + std::to_string(i));

@@ -37,10 +37,11 @@ for rev in "$@"; do
   else
     src=$(mktemp -d /tmp/probe-rev.XXXX)
     git worktree add -f --detach "$src" "$rev" -q
+    cp "$root/bench/$program.cu" "$src/bench/"  # every build runs this checkout's probe: the same cases
   fi
   echo "== $rev -> $out/$name"
   # Every revision builds with this checkout's recipe (gdn_chunk_probe.sh: its unit list and
-  # PROBE_JOBS), run in the revision's tree.
+  # PROBE_JOBS) and probe program, in the revision's tree.
   PROBE_SRC="$src" PROBE="$probe" PROBE_ONLY_BUILD=1 CUTLASS_INC="$cutlass" PROBE_DIR="$root/$out/build-$name" \
     bash "$root/bench/gdn_chunk_probe.sh"
   mkdir -p "$out/$name"
