@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 
 #include "src/cuda/gdn/chunk_bwd_finish.cuh"
 #include "src/cuda/gdn/chunk_bwd_kernel.cuh"
@@ -38,7 +39,12 @@ cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_l
     constexpr int kBytes = chunk_bwd_smem_bytes<kD>();
     cudaError_t ok = ensure_dynamic_smem<gdn_chunk_bwd_kernel<E, kD>>(kBytes);
     if (ok != cudaSuccess) return ok;
-    gdn_chunk_bwd_kernel<E, kD><<<ctas, kChunkBwdThreads, kBytes, stream>>>(a, items);
+    ChunkBwdParams<E, kD> p;
+    p.a = a;
+    // TMA where every row is 16-byte aligned and the state tensor's rows fit its 32-bit coordinates.
+    p.tma = a.vec16 && slots * a.HV * kD <= INT32_MAX && a.tokens <= INT32_MAX;
+    if (p.tma) make_chunk_bwd_tmas(p, slots);
+    gdn_chunk_bwd_kernel<E, kD><<<ctas, kChunkBwdThreads, kBytes, stream>>>(p, items);
   }
   return cudaGetLastError();
 }
