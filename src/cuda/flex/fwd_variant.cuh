@@ -180,6 +180,28 @@ struct FlexScores {
     }
   }
 
+  // The catalog's ALiBi, s += slope[h] * (kv - q), without an integer-to-float conversion per
+  // element (a quarter-rate instruction on the MUFU pipe the softmax's exp2 already fills): each
+  // row's distance at the tile's first column is converted once, and a score's column offset
+  // within the tile is a compile-time constant plus the thread's lane part. Up to 2^24 positions
+  // apart every partial sum is an integer that float holds exactly, so the distance equals
+  // float(kv - q) bit for bit, and so does the score (beyond, both are within a rounding of the
+  // true distance). Rows past Sq and columns past Sk are not clamped as for_each_score clamps
+  // them: those scores are never stored, or are masked afterwards. Unpacked instantiation only
+  // (the packed one's head and query change per row).
+  template <class TensorS, class TensorC>
+  CUTE_DEVICE void alibi_pass(const AlibiScoreMod& m, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0) const {
+    const float slope = m.slopes[int64_t(tile.head) * m.stride];
+    const float lane_col = float(get<1>(coord_rc(0, 0)));  // this thread's first column in the tile
+    CUTE_UNROLL
+    for (int mi = 0; mi < size<0>(s_rc); ++mi) {
+      const float first = float(col0 - (row0 + get<0>(coord_rc(mi, 0)))) + lane_col;  // kv - q at column lane_col
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s_rc); ++ni)
+        s_rc(mi, ni) += slope * (first + float(get<1>(coord_rc(mi, ni)) - get<1>(coord_rc(0, 0))));
+    }
+  }
+
   // The catalog's document mask, doc_q[b, q] == doc_kv[b, kv]: the warpgroup loads its 64 rows'
   // and kBlockN columns' ids into its scratch (one coalesced load per thread, one latency), then
   // compares from shared memory, instead of 34 per-element global loads per thread on the key
@@ -225,8 +247,11 @@ struct FlexScores {
       for (int e = 0; e < size(s_rc); ++e) s_rc(e) *= a.scale;
       if constexpr (has_parts_v<ScoreMod>) {
         f.score_mod.for_each_part([&](const auto& part) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(part)>, RelBiasScoreMod>)
+          using Part = std::decay_t<decltype(part)>;
+          if constexpr (std::is_same_v<Part, RelBiasScoreMod>)
             rel_bias_pass(part, s_rc, coord_rc, row0, col0, sk);
+          else if constexpr (std::is_same_v<Part, AlibiScoreMod> && !kPackedHeads)
+            alibi_pass(part, s_rc, coord_rc, row0, col0);
           else
             score_pass(part, s_rc, coord_rc, row0, col0, sq, sk);
         });
