@@ -19,6 +19,14 @@ step() {  # step LOG CMD...: run, append to $OUT/LOG, remember failures
   echo "== $*" | cut -c1-160
   if "$@" >>"$OUT/$log" 2>&1; then echo "   ok"; else echo "   FAILED (rc=$?)"; status=1; tail -40 "$OUT/$log"; fi
 }
+# The build step also builds the PyTorch op library (ATTNKIT_WITH_TORCH=ON: the CMake the pip
+# package runs) where python3 has torch, unless TORCH_OPS=0; the benchmark steps then load it from
+# $BUILD_DIR/python through ATTNKIT_TORCH_LIBRARY (python/attnkit/_library.py) instead of
+# pip-building the package and every kernel a second time (~5 minutes of device time). The
+# `python` step still pip-builds the package: it tests the package as users install it.
+TORCH_OPS=${TORCH_OPS:-1}
+[ "$TORCH_OPS" = 1 ] && python3 -c "import torch" >/dev/null 2>&1 || TORCH_OPS=0
+OPS_LIB=$PWD/$BUILD_DIR/python/libattnkit_torch.so
 PY=""  # the pip-built package's interpreter, set by the first py_step
 py_step() {  # py_step LOG ARGS...: step with the package's Python; scripts/setup_python.sh runs once a run
   local log=$1; shift
@@ -29,9 +37,18 @@ py_step() {  # py_step LOG ARGS...: step with the package's Python; scripts/setu
   fi
   step "$log" "$PY" "$@"
 }
+bench_py_step() {  # bench_py_step LOG ARGS...: the build's op library where it has one, else py_step
+  local log=$1; shift
+  if [ -z "$PY" ] && [ -f "$OPS_LIB" ]; then
+    echo "   (the op library of $BUILD_DIR, python/ on PYTHONPATH: no pip build)"
+    step "$log" env PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" ATTNKIT_TORCH_LIBRARY="$OPS_LIB" python3 "$@"
+  else
+    py_step "$log" "$@"
+  fi
+}
 if has build; then
   { nvidia-smi; nvcc --version; cmake --version; } >"$OUT/build.log" 2>&1
-  step build.log env BUILD_DIR=$BUILD_DIR JOBS=$(nproc) CMAKE_ARGS="-DATTNKIT_WITH_CUDA=ON -DATTNKIT_PTXAS_VERBOSE=ON" bash scripts/setup.sh
+  step build.log env BUILD_DIR=$BUILD_DIR JOBS=$(nproc) CMAKE_ARGS="-DATTNKIT_WITH_CUDA=ON -DATTNKIT_PTXAS_VERBOSE=ON -DATTNKIT_WITH_TORCH=$([ $TORCH_OPS = 1 ] && echo ON || echo OFF)" bash scripts/setup.sh
   grep -E "spill|registers|C75[0-9][0-9]|Compiling entry" "$OUT/build.log" >"$OUT/ptxas.log" || true
   if grep -qE "C75[0-9][0-9]" "$OUT/build.log" || grep -qE "[1-9][0-9]* bytes spill" "$OUT/build.log"; then
     echo "   ptxas: spills or C75xx (WGMMA serialization; see ptxas.log)"; status=1
@@ -88,21 +105,21 @@ if has bench-gdn && ! has bench; then
 fi
 if has bench-chunk || has bench; then  # the GDN chunked forward through the torch op (the pip-built package)
   fla_wheels
-  py_step bench.log bench/bench_gdn_chunk.py --out "$OUT" ${BENCH_ARGS:-}
+  bench_py_step bench.log bench/bench_gdn_chunk.py --out "$OUT" ${BENCH_ARGS:-}
   has bench || cat "$OUT/bench.log"
 fi
 if has bench-chunk-bwd || has bench; then  # GDN chunked forward + backward through autograd, FLA's beside it
   fla_wheels
-  py_step bench.log bench/bench_gdn_chunk_bwd.py --out "$OUT" ${BENCH_ARGS:-}
+  bench_py_step bench.log bench/bench_gdn_chunk_bwd.py --out "$OUT" ${BENCH_ARGS:-}
   has bench || cat "$OUT/bench.log"
 fi
 if has bench-dhu || has bench; then  # the GDN reverse state-gradient pass through the torch op, FLA's beside it
   fla_wheels
-  py_step bench.log bench/bench_gdn_bwd_dhu.py --out "$OUT"
+  bench_py_step bench.log bench/bench_gdn_bwd_dhu.py --out "$OUT"
   has bench || cat "$OUT/bench.log"
 fi
 if has bench-flex || has bench; then  # flex attention through the torch op, torch.compile(flex_attention) beside it
-  py_step bench.log bench/bench_flex.py --out "$OUT" ${BENCH_ARGS:-}
+  bench_py_step bench.log bench/bench_flex.py --out "$OUT" ${BENCH_ARGS:-}
   has bench || cat "$OUT/bench.log"
 fi
 if has bench; then
