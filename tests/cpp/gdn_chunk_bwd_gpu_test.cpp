@@ -234,9 +234,9 @@ TEST_F(GdnChunkBwdGpu, NoTokens) {
   for (double x : gpu.host.ddt_bias.values()) EXPECT_EQ(x, 0.0);
 }
 
-// The forward's kept intermediates in place of the rerun: the same tolerances and, without the
-// in-op l2norm (with it the rerun reads rows the backward normalised, the forward its own), the
-// same bits — the forward's kernels compute the same pieces from the same inputs either way.
+// The forward's kept intermediates in place of the rerun: the same tolerances and the same bits —
+// the forward's kernels compute the same pieces from the same inputs either way (with the in-op
+// l2norm too: the rerun normalises q, k on load as the forward does).
 TEST_F(GdnChunkBwdGpu, KeptIntermediates) {
   GdnCase plain = bwd_case(DType::kBFloat16, 128, 200);
   plain.H = plain.HV;
@@ -250,11 +250,16 @@ TEST_F(GdnChunkBwdGpu, KeptIntermediates) {
   varlen.HV = 4;
   GdnCase l2 = bwd_case(DType::kBFloat16, 64, 150);
   l2.l2norm = true;
+  GdnCase l2_direct = bwd_case(DType::kFloat16, 128, 200);
+  l2_direct.l2norm = l2_direct.fused_gate = true;
+  l2_direct.H = l2_direct.HV;  // dq, dk final in the per-chunk kernel, with dv_local's inverse norms
+  GdnCase l2_varlen = varlen;
+  l2_varlen.l2norm = true;
   int i = 0;
-  for (const GdnCase& c : {plain, gva, varlen, l2}) {
+  for (const GdnCase& c : {plain, gva, varlen, l2, l2_direct, l2_varlen}) {
     SCOPED_TRACE("case " + std::to_string(i++));
     const GdnGrads kept = check_backward(c, 41, 0, true);
-    if (!c.l2norm) expect_same_bits(kept, check_backward(c, 41, 0, false));
+    expect_same_bits(kept, check_backward(c, 41, 0, false));
   }
 }
 

@@ -9,9 +9,13 @@
 namespace attnkit::cuda::gdn {
 
 struct ChunkBwdArgs {
-  // Inputs: q, k [B, T, H, K] (already normalised when the op's l2norm is on: the backward's
-  // workspace copy), v, dout [B, T, HV, V]; beta [B, T, HV] as given (beta_logit: a logit).
+  // Inputs: q, k [B, T, H, K] (normalised: the workspace's qn, kn when the op's l2norm is on, but
+  // for dv_local with `normalize`), v, dout [B, T, HV, V]; beta [B, T, HV] as given (beta_logit: a logit).
   RowTensor q, k, v, dout;
+  // dv_local with the op's l2norm: q, k are the op's raw rows; it normalises them in shared memory
+  // and writes qn, kn (16-bit [rows, H, K]) and rstd_q, rstd_k (below) for every later kernel.
+  bool normalize = false;
+  RowTensor qn, kn;
   TokenTensor beta;
   bool beta_logit = false;
   // The forward's pieces, one row per token ([rows, HV, ...], as ChunkFwdArgs' workspace): gamma
@@ -42,12 +46,6 @@ struct TokenOut {
   void* ptr = nullptr;
   DType dtype = DType::kFloat32;
   int64_t sb = 0, st = 0, sh = 0;
-};
-
-// The l2norm pass before: raw rows q, k -> normalised qn, kn (16-bit) and inverse norms (fp32).
-struct L2normRows {
-  RowTensor q, k, qn, kn, rstd_q, rstd_k;
-  bool vec = false;  // q's and k's rows start (kD / 32) * 2-byte aligned: one access per lane
 };
 
 // The finishing passes over tokens (after the per-chunk kernel): GVA sums and the in-op

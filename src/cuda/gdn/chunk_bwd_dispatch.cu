@@ -1,8 +1,9 @@
 // src/cuda/gdn/chunk_bwd_dispatch.cu — GdnBwdParams -> the chunked backward on the GPU, in order:
-//   0. (l2norm) q, k normalised into the workspace; every later kernel reads those rows
 //   1. unless the forward kept them (GdnFwdParams::intermediates): the forward's WY kernel (w, u,
 //      gamma, T) and its recurrence without output, keeping each chunk's start state and v_new
-//   2. dv_local (per chunk)          3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks)
+//   2. dv_local (per chunk; with the in-op l2norm it also writes q, k normalised into the
+//      workspace, which every later kernel reads)
+//   3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks)
 //   4. the per-chunk gradients (dq, dk per value head, dv, dbeta, dg)
 //   5. the token passes: GVA sums and the in-op l2norm / sigmoid / fused-gate backward
 // and the workspace all of that lives in.
@@ -20,8 +21,6 @@
 
 namespace attnkit::cuda {
 namespace gdn {
-template <class E, int kD>
-cudaError_t launch_gdn_bwd_l2norm(const L2normRows& a, int64_t rows, int64_t T, int H, cudaStream_t stream);
 template <class E, int kD>
 cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_local, cudaStream_t stream);
 template <class E, int kD>
@@ -96,33 +95,14 @@ Status check_supported(const GdnBwdParams& p) {
   return Status::Ok();
 }
 
-// A [B, T, heads, D] view of workspace rows (for the forward's argument builder).
-TensorView workspace_rows(const TensorView& like, const gdn::RowTensor& r) {
-  TensorView t = like;
-  t.data = r.ptr;
-  t.strides[0] = r.sb;
-  t.strides[1] = r.st;
-  t.strides[2] = r.sh;
-  t.strides[3] = 1;
-  return t;
-}
-
 template <class E, int kD>
 Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, cudaStream_t stream) {
-  const GdnInputs& raw = p.in;
-  const bool varlen = raw.cu_seqlens.defined();
-  GdnInputs in = raw;  // what every kernel below reads: q, k normalised when the op normalises
-  gdn::L2normRows l2;
-  if (raw.use_qk_l2norm) {
-    l2 = {gdn::row_tensor(raw.q, varlen), gdn::row_tensor(raw.k, varlen), ws.rows_of(base, ws.qn, ws.H, kD),
-          ws.rows_of(base, ws.kn, ws.H, kD),  ws.rows_of(base, ws.rstd_q, ws.H, 1), ws.rows_of(base, ws.rstd_k, ws.H, 1),
-          gdn::rows_aligned(raw.q, varlen, kD / 16) && gdn::rows_aligned(raw.k, varlen, kD / 16)};
-    ATTNKIT_RETURN_IF_ERROR(
-        cuda_status(gdn::launch_gdn_bwd_l2norm<E, kD>(l2, ws.rows, ws.T, static_cast<int>(ws.H), stream), "gdn_backward"));
-    in.q = workspace_rows(raw.q, l2.qn);
-    in.k = workspace_rows(raw.k, l2.kn);
-    in.use_qk_l2norm = false;
-  }
+  const GdnInputs& in = p.in;
+  const bool varlen = in.cu_seqlens.defined();
+  // With the op's l2norm the forward's kernels (the rerun) normalise q, k on load, as the forward
+  // did; dv_local normalises them once more, into the workspace (qn, kn and the inverse norms),
+  // and every kernel after it reads those rows.
+  const bool l2norm = in.use_qk_l2norm;
 
   // 1. The forward's pieces: kept by the forward, or recomputed here.
   gdn::ChunkFwdArgs f;
@@ -130,7 +110,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   gdn::BufferLayout at;
   gdn::Intermediates(in, at).point(f, ws.rerun ? base : static_cast<char*>(p.intermediates.data));
   f.u = ws.rows_of(base, ws.u, ws.HV, kD);
-  if (ws.rerun) ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, raw.q.dtype, kD, stream));
+  if (ws.rerun) ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, in.q.dtype, kD, stream));
 
   // 2. dv_local, into u's buffer.
   gdn::ChunkBwdArgs b;
@@ -153,8 +133,13 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   b.direct = ws.H == ws.HV;  // no GVA: dq, dk final in the per-chunk kernel
   b.dq_out = gdn::row_tensor(p.dq, varlen);
   b.dk_out = gdn::row_tensor(p.dk, varlen);
-  b.rstd_q = l2.rstd_q;
-  b.rstd_k = l2.rstd_k;
+  if (l2norm) {
+    b.normalize = true;
+    b.qn = ws.rows_of(base, ws.qn, ws.H, kD);
+    b.kn = ws.rows_of(base, ws.kn, ws.H, kD);
+    b.rstd_q = ws.rows_of(base, ws.rstd_q, ws.H, 1);
+    b.rstd_k = ws.rows_of(base, ws.rstd_k, ws.H, 1);
+  }
   b.dbeta = ws.rows_of(base, ws.dbeta, ws.HV, 1);
   b.dg = ws.rows_of(base, ws.dg, ws.HV, 1);
   b.cu_seqlens = f.cu_seqlens;
@@ -168,6 +153,11 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   const bool dout16 = gdn::rows_aligned(p.dout, varlen, 16);
   b.vec16 = f.vec16 && dout16;
   ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, true, stream), "gdn_backward"));
+  if (l2norm) {  // from here on q, k are dv_local's normalised rows
+    b.normalize = false;
+    b.q = b.qn;
+    b.k = b.kn;
+  }
 
   // 3. bwd_dhu: dh per chunk slot, dv2, dh0.
   gdn::BwdDhuArgs d;
@@ -210,17 +200,17 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   d.H = f.H;
   d.HV = f.HV;
   d.scale = f.scale;
-  d.vec16 = gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16) && dout16;
+  d.vec16 = (l2norm || (gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16))) && dout16;
   d.dv2_vec16 = true;
-  ATTNKIT_RETURN_IF_ERROR(gdn::launch_bwd_dhu(d, raw.q.dtype, kD, kD, stream));
+  ATTNKIT_RETURN_IF_ERROR(gdn::launch_bwd_dhu(d, in.q.dtype, kD, kD, stream));
 
   // 4. The per-chunk gradients.
   ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, false, stream), "gdn_backward"));
 
   // 5. Into the op's gradients.
   gdn::BwdFinishArgs e;
-  e.q = gdn::row_tensor(raw.q, varlen);
-  e.k = gdn::row_tensor(raw.k, varlen);
+  e.q = gdn::row_tensor(in.q, varlen);
+  e.k = gdn::row_tensor(in.k, varlen);
   e.dq_out = gdn::row_tensor(p.dq, varlen);
   e.dk_out = gdn::row_tensor(p.dk, varlen);
   e.dq = b.dq;
@@ -228,13 +218,13 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   e.dbeta = b.dbeta;
   e.dg = b.dg;
   e.beta = b.beta;
-  e.g = token_tensor(raw.g, varlen);
+  e.g = token_tensor(in.g, varlen);
   auto token_out = [&](const TensorView& t) {
     return gdn::TokenOut{t.data, t.dtype, varlen ? 0 : t.strides[0], t.strides[1], t.strides[2]};
   };
   e.dbeta_out = token_out(p.dbeta);
-  if (raw.g.defined()) e.dg_out = token_out(p.dg);
-  if (raw.A_log.defined()) {
+  if (in.g.defined()) e.dg_out = token_out(p.dg);
+  if (in.A_log.defined()) {
     e.A_log = f.A_log;
     e.dt_bias = f.dt_bias;
     e.a_stride = f.a_stride;
@@ -244,13 +234,13 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
     e.da_stride = p.dA_log.strides[0];
     e.ddt_stride = p.ddt_bias.strides[0];
   }
-  e.B = raw.q.size(0);
+  e.B = in.q.size(0);
   e.T = ws.T;
   e.H = static_cast<int>(ws.H);
   e.HV = static_cast<int>(ws.HV);
   e.K = kD;
-  e.l2norm = raw.use_qk_l2norm;
-  e.beta_logit = raw.beta_is_logit;
+  e.l2norm = in.use_qk_l2norm;
+  e.beta_logit = in.beta_is_logit;
   return cuda_status(gdn::launch_gdn_bwd_finish<E, kD>(e, stream), "gdn_backward");
 }
 

@@ -1,7 +1,6 @@
-// src/cuda/gdn/chunk_bwd_finish.cuh — the chunked backward's passes over tokens: before, the
-// in-op l2norm of q and k into the workspace (every later kernel then reads normalised rows);
-// after, the per-value-head gradients folded into the op's: GVA sums and the l2norm backward
-// (dq, dk), the sigmoid and fused-gate backward (dbeta, dg), and dA_log / ddt_bias summed over
+// src/cuda/gdn/chunk_bwd_finish.cuh — the chunked backward's passes over tokens, after its
+// per-chunk kernels: the per-value-head gradients folded into the op's — GVA sums and the l2norm
+// backward (dq, dk), the sigmoid and fused-gate backward (dbeta, dg), and dA_log / ddt_bias summed over
 // all tokens in a fixed order (the same bits run after run).
 #pragma once
 #include <cuda_bf16.h>
@@ -31,48 +30,6 @@ __device__ void warp_l2norm(float (&x)[kD / 32], float& rstd) {
   rstd = rsqrtf(ss + 1e-6f);
 #pragma unroll
   for (int i = 0; i < kD / 32; ++i) x[i] *= rstd;
-}
-
-// One warp per (row, head): qn, kn = l2norm(q), l2norm(k) in 16 bits, and their inverse norms
-// (fp32 [rows, H]) for the per-chunk kernel's l2norm backward. Lane l holds the kD / 32 adjacent
-// elements from kD / 32 * l: one 4- or 8-byte access per lane and row (a.vec: q's and k's rows so
-// aligned; the workspace's always are), q's and k's loads issued together.
-template <class E, int kD>
-__global__ void __launch_bounds__(kFinishThreads) gdn_bwd_l2norm_kernel(const L2normRows a, int64_t rows, int64_t T, int H) {
-  constexpr int kPer = kD / 32;
-  using Piece = cutlass::AlignedArray<E, kPer>;
-  const int64_t item = (int64_t(blockIdx.x) * kFinishThreads + threadIdx.x) / 32;
-  if (item >= rows * H) return;
-  // (b, t, h) of this warp's rows: two 64-bit divisions, not one per tensor (offset_of)
-  const int64_t row = item / H, b = row / T, t = row - b * T;
-  const int h = static_cast<int>(item - row * H), lane = threadIdx.x % 32;
-  auto at = [&](const RowTensor& x) { return b * x.sb + t * x.st + h * x.sh; };
-  Piece in[2];
-#pragma unroll
-  for (int which = 0; which < 2; ++which) {
-    const RowTensor& src = which ? a.k : a.q;
-    const E* p = static_cast<const E*>(src.ptr) + at(src) + kPer * lane;
-    if (a.vec) {
-      in[which] = *reinterpret_cast<const Piece*>(p);
-    } else {
-#pragma unroll
-      for (int i = 0; i < kPer; ++i) in[which][i] = p[i];
-    }
-  }
-#pragma unroll
-  for (int which = 0; which < 2; ++which) {
-    float x[kPer], rstd;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) x[i] = float(in[which][i]);
-    warp_l2norm<kD>(x, rstd);
-    Piece y;
-#pragma unroll
-    for (int i = 0; i < kPer; ++i) y[i] = E(x[i]);
-    const RowTensor& dst = which ? a.kn : a.qn;
-    *reinterpret_cast<Piece*>(static_cast<E*>(dst.ptr) + at(dst) + kPer * lane) = y;
-    const RowTensor& rstd_out = which ? a.rstd_k : a.rstd_q;
-    if (lane == 0) static_cast<float*>(rstd_out.ptr)[at(rstd_out)] = rstd;
-  }
 }
 
 // One warp per (row, query/key head): the sums over its value heads of dq and dk, through the

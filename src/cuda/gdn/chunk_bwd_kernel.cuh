@@ -121,6 +121,31 @@ struct ChunkBwd {
     store_16(acc, out, it.h);
   }
 
+  // The op's l2norm, done here once for every later kernel (a.normalize): Q's and K's raw rows
+  // normalised in place — warpgroup 0 Q, 1 K, two threads a row, with the forward's
+  // l2_inverse_norm (the same factor bits as the forward's, which normalises on load too) — and
+  // written out as qn, kn with their inverse norms, by the first value head of each group.
+  __device__ void normalize_qk(const Rows& q, const Rows& k) const {
+    using Piece = cutlass::Array<E, 8>;  // 16 bytes: contiguous in the swizzled tile
+    const int r = threadIdx.x % 128 / 2, part = threadIdx.x % 2;
+    const Rows m = side ? k : q;
+    const float inv = l2_inverse_norm<kD, 2>(m, r, part);
+    const bool out = r < valid && it.hv % (a.HV / a.H) == 0;
+    const RowTensor& xn = side ? a.kn : a.qn;
+    E* dst = static_cast<E*>(xn.ptr) + (out ? it.row(xn, t0() + r, it.h) : 0);
+#pragma unroll
+    for (int c = part * kHalf; c < (part + 1) * kHalf; c += 8) {  // this thread's half row, 8 columns a piece
+      const uint4 raw = ld_shared_v4(m.at(r, c));
+      Piece p = reinterpret_cast<const Piece&>(raw);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) p[e] = E(float(p[e]) * inv);
+      st_shared(m.at(r, c), reinterpret_cast<const uint4&>(p));
+      if (out) *reinterpret_cast<uint4*>(dst + c) = reinterpret_cast<const uint4&>(p);
+    }
+    const RowTensor& rstd = side ? a.rstd_k : a.rstd_q;
+    if (out && part == 0) static_cast<float*>(rstd.ptr)[it.row(rstd, t0() + r, it.h)] = inv;
+  }
+
   // Step 1: dv_loc [64, D] = scale (tril(Q K^T) Gamma)^T do.
   __device__ void dv_local() {
     const Rows q = S::rows(L::kQ), k = S::rows(L::kK), dout = S::rows(L::kDo);
@@ -132,6 +157,11 @@ struct ChunkBwd {
     store_row_values(load_row_values(a, it, j, valid));
     copies_landed<0>();
     __syncthreads();
+    if (a.normalize) {
+      normalize_qk(q, k);
+      cutlass::arch::fence_view_async_shared();  // the rewritten rows, before WGMMA reads them
+      __syncthreads();
+    }
     {  // A^T [64, 64] = K Q^T, entry (j, i) kept for i >= j, times scale exp(gamma_i - gamma_j)
       SqAcc s;
       tiles::gemm<true>(s, k.k_major(), q.k_major(), side);

@@ -14,14 +14,6 @@
 
 namespace attnkit::cuda::gdn {
 
-template <class E, int kD>
-cudaError_t launch_gdn_bwd_l2norm(const L2normRows& a, int64_t rows, int64_t T, int H, cudaStream_t stream) {
-  const int64_t blocks = (rows * H * 32 + kFinishThreads - 1) / kFinishThreads;
-  if (blocks == 0) return cudaSuccess;
-  gdn_bwd_l2norm_kernel<E, kD><<<static_cast<unsigned>(blocks), kFinishThreads, 0, stream>>>(a, rows, T, H);
-  return cudaGetLastError();
-}
-
 // kernel: dv_local (step 1; grid (chunk slots, value heads)) or the gradients (steps 3 and 4;
 // persistent, one CTA per SM over slots * value heads items).
 template <class E, int kD>

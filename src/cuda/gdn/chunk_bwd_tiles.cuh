@@ -81,6 +81,8 @@ struct Tile {
     return (base ^ uint32_t((i / 4) << 4)) + off + uint32_t(i / 2 % 2) * 8u * kRowBytes;
   }
   CUTE_DEVICE const E* ptr() const { return reinterpret_cast<const E*>(gdn_chunk_smem + off); }
+  // Element (r, c), as the row helpers shared with the forward (chunk_fwd_rows.cuh) address a tile.
+  CUTE_DEVICE E& operator()(int r, int c) const { return *reinterpret_cast<E*>(gdn_chunk_smem + off + offset(r, c)); }
   // As [kRows, kCols], K-major (kCols the reduction), and as [kCols, kRows], MN-major.
   CUTE_DEVICE Operand<E, GMMA::Major::K, kRows, kCols, KMajor> k_major() const { return {ptr()}; }
   CUTE_DEVICE Operand<E, GMMA::Major::MN, kCols, kRows, MnMajor> mn_major() const { return {ptr()}; }
