@@ -4,7 +4,7 @@
 # From the development machine (see docs/DEVICE.md):
 #   bash scripts/device/prepare.sh
 #   device run: command "bash scripts/device/run.sh", carry [".whl", ".deps/googletest"]
-# STEPS (default "build test python memcheck bench"; also "bench-fwd", "bench-bwd", "bench-gdn", "bench-chunk", "bench-chunk-bwd", "bench-dhu", "bench-flex") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
+# STEPS (default "build test python memcheck bench"; also "bench-fwd", "bench-bwd", "bench-gdn", "bench-chunk", "bench-chunk-bwd", "bench-dhu", "bench-flex", "pack-ops") selects steps; TEST_REGEX narrows the GPU tests (ctest -R; not GTEST_FILTER, which GoogleTest itself reads).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-$PWD/out}
@@ -56,6 +56,14 @@ if has build; then
   for o in $(find $BUILD_DIR -name "*.cu.o"); do  # SASS check
     echo "$o: $(cuobjdump -sass "$o" 2>/dev/null | grep -c HGMMA) HGMMA, $(cuobjdump -sass "$o" 2>/dev/null | grep -cE 'LDL|STL') local-memory ops" >>"$OUT/ptxas.log"
   done
+fi
+# pack-ops: the build's op library, gzipped in 15 MB pieces ($OUT/ops.so.gz.NN: at most 16 MiB a
+# file comes back), so that a later call can carry it (scripts/device/ops_from_pieces.sh) and run
+# the torch-op benchmarks without building again (the build is most of a call's 10 minutes).
+if has pack-ops && [ -f "$OPS_LIB" ]; then
+  ldd "$OPS_LIB" >"$OUT/ops_ldd.txt" 2>&1
+  gzip -1 -c "$OPS_LIB" | split -b 15M -d - "$OUT/ops.so.gz."
+  ls -l "$OUT"/ops.so.gz.* | tee -a "$OUT/ops_ldd.txt"
 fi
 if has test; then
   step tests.log ctest --test-dir $BUILD_DIR -L gpu --output-on-failure --timeout ${TEST_TIMEOUT:-300} ${TEST_REGEX:+-R "$TEST_REGEX"}
