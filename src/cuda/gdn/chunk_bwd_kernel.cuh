@@ -122,28 +122,44 @@ struct ChunkBwd {
   }
 
   // The op's l2norm, done here once for every later kernel (a.normalize): Q's and K's raw rows
-  // normalised in place — warpgroup 0 Q, 1 K, two threads a row, with the forward's
-  // l2_inverse_norm (the same factor bits as the forward's, which normalises on load too) — and
-  // written out as qn, kn with their inverse norms, by the first value head of each group.
+  // normalised in place and written out as qn, kn with their inverse norms, by the first value
+  // head of each group. The inverse norms by the forward's l2_inverse_norm (warpgroup 0 Q's rows,
+  // 1 K's, two threads a row: the forward's factor bits); the rows then rescaled by the threads
+  // that loaded them (PieceWalk: a row's 16-byte pieces on adjacent threads), so each row leaves
+  // in one coalesced run.
   __device__ void normalize_qk(const Rows& q, const Rows& k) const {
     using Piece = cutlass::Array<E, 8>;  // 16 bytes: contiguous in the swizzled tile
-    const int r = threadIdx.x % 128 / 2, part = threadIdx.x % 2;
-    const Rows m = side ? k : q;
-    const float inv = l2_inverse_norm<kD, 2>(m, r, part);
-    const bool out = r < valid && it.hv % (a.HV / a.H) == 0;
-    const RowTensor& xn = side ? a.kn : a.qn;
-    E* dst = static_cast<E*>(xn.ptr) + (out ? it.row(xn, t0() + r, it.h) : 0);
-#pragma unroll
-    for (int c = part * kHalf; c < (part + 1) * kHalf; c += 8) {  // this thread's half row, 8 columns a piece
-      const uint4 raw = ld_shared_v4(m.at(r, c));
-      Piece p = reinterpret_cast<const Piece&>(raw);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) p[e] = E(float(p[e]) * inv);
-      st_shared(m.at(r, c), reinterpret_cast<const uint4&>(p));
-      if (out) *reinterpret_cast<uint4*>(dst + c) = reinterpret_cast<const uint4&>(p);
+    using W = PieceWalk<kD>;
+    {
+      const int r = threadIdx.x % 128 / 2;
+      const float inv = l2_inverse_norm<kD, 2>(side ? k : q, r, threadIdx.x % 2);
+      if (threadIdx.x % 2 == 0) vec.inv_norm[side][r] = inv;
     }
-    const RowTensor& rstd = side ? a.rstd_k : a.rstd_q;
-    if (out && part == 0) static_cast<float*>(rstd.ptr)[it.row(rstd, t0() + r, it.h)] = inv;
+    __syncthreads();
+    const bool out = it.hv % (a.HV / a.H) == 0;
+    const W w;
+#pragma unroll
+    for (int which = 0; which < 2; ++which) {
+      const Rows m = which ? k : q;
+      const RowTensor& xn = which ? a.kn : a.qn;
+#pragma unroll
+      for (int i = 0; i < 64 / W::kStep; ++i) {
+        const int r = w.r + i * W::kStep;
+        const float inv = vec.inv_norm[which][r];
+        const uint4 raw = ld_shared_v4(m.at(r, w.c));
+        Piece p = reinterpret_cast<const Piece&>(raw);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) p[e] = E(float(p[e]) * inv);
+        st_shared(m.at(r, w.c), reinterpret_cast<const uint4&>(p));
+        if (out && r < valid)
+          *reinterpret_cast<uint4*>(static_cast<E*>(xn.ptr) + it.row(xn, t0() + r, it.h) + w.c) = reinterpret_cast<const uint4&>(p);
+      }
+    }
+    const int r = threadIdx.x % 64, which = threadIdx.x / 64;
+    if (out && which < 2 && r < valid) {
+      const RowTensor& rstd = which ? a.rstd_k : a.rstd_q;
+      static_cast<float*>(rstd.ptr)[it.row(rstd, t0() + r, it.h)] = vec.inv_norm[which][r];
+    }
   }
 
   // Step 1: dv_loc [64, D] = scale (tril(Q K^T) Gamma)^T do.
@@ -166,6 +182,7 @@ struct ChunkBwd {
       SqAcc s;
       tiles::gemm<true>(s, k.k_major(), q.k_major(), side);
       warpgroup_wait<0>();
+      __syncthreads();  // both warpgroups' reads of Q done: `at` overwrites it
       tiles::store<E>(s, at, [&](int i, float x) {
         const int r = row(i), c = sq_col(i);
         return c >= r ? a.scale * ex2(vec.gamma[c] - vec.gamma[r]) * x : 0.f;
@@ -431,7 +448,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
 }
 
 template <class E, int kD>
-__global__ void __launch_bounds__(kChunkBwdThreads, 2) gdn_chunk_dv_local_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a) {
+__global__ void __launch_bounds__(kChunkBwdThreads, 4) gdn_chunk_dv_local_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a) {
   const ChunkSlot slot(a, blockIdx.x);
   if (!slot.live) return;
   const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);

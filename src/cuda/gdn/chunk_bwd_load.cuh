@@ -25,8 +25,10 @@ struct ChunkBwdLayout {
   static constexpr int kH = kRowTiles * kRowBytes, kDh = kH + kStateBytes;
   static constexpr int kT = kDh + kStateBytes, kSq0 = kT + kSquareBytes, kSq1 = kSq0 + kSquareBytes;
   static constexpr int kVec = kSq1 + kSquareBytes;
-  // dv_local needs Q, K, do (the first row tiles) and one square only.
-  static constexpr int kDvlSquare = (kDo + 1) * kRowBytes, kDvlVec = kDvlSquare + kSquareBytes;
+  // dv_local needs Q, K, do (the first row tiles) and one square only, in Q's place (Q is dead once
+  // K Q^T is done): ~52 KB a CTA, four CTAs an SM.
+  static constexpr int kDvlSquare = kQ * kRowBytes, kDvlVec = (kDo + 1) * kRowBytes;
+  static_assert(kSquareBytes <= kRowBytes, "the square fits in Q's tile");
   static_assert(kRowBytes % 1024 == 0 && kStateBytes % 1024 == 0, "swizzled tiles start 1024-byte aligned");
 };
 struct ChunkBwdVectors {
@@ -36,6 +38,7 @@ struct ChunkBwdVectors {
   float col_dgam[4][64];      // per row block: column sums (dgamma_j -= sum_i beta_i Z_ij)
   float last[8];              // per warp: its share of the chunk-end terms of dgamma_last
   float row_dot[2][64];       // per column half: y . dy of the l2norm backward
+  float inv_norm[2][64];      // dv_local with the in-op l2norm: Q's, K's rows' inverse norms
   float dgam[64];
 };
 // The gradient kernel's two transaction barriers (TMA path) after the vectors: the early and the
