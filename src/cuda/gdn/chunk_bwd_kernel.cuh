@@ -182,7 +182,6 @@ struct ChunkBwd {
       SqAcc s;
       tiles::gemm<true>(s, k.k_major(), q.k_major(), side);
       warpgroup_wait<0>();
-      __syncthreads();  // both warpgroups' reads of Q done: `at` overwrites it
       tiles::store<E>(s, at, [&](int i, float x) {
         const int r = row(i), c = sq_col(i);
         return c >= r ? a.scale * ex2(vec.gamma[c] - vec.gamma[r]) * x : 0.f;
@@ -448,7 +447,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
 }
 
 template <class E, int kD>
-__global__ void __launch_bounds__(kChunkBwdThreads, 4) gdn_chunk_dv_local_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a) {
+__global__ void __launch_bounds__(kChunkBwdThreads, 2) gdn_chunk_dv_local_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a) {
   const ChunkSlot slot(a, blockIdx.x);
   if (!slot.live) return;
   const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);

@@ -22,7 +22,7 @@ cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_l
   if (dv_local) {
     const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(a.HV));
     constexpr int kBytes = dv_local_smem_bytes<kD>();
-    cudaError_t ok = ensure_dynamic_smem<gdn_chunk_dv_local_kernel<E, kD>>(kBytes, true);
+    cudaError_t ok = ensure_dynamic_smem<gdn_chunk_dv_local_kernel<E, kD>>(kBytes);
     if (ok != cudaSuccess) return ok;
     gdn_chunk_dv_local_kernel<E, kD><<<grid, kChunkBwdThreads, kBytes, stream>>>(a);
   } else {

@@ -25,10 +25,8 @@ struct ChunkBwdLayout {
   static constexpr int kH = kRowTiles * kRowBytes, kDh = kH + kStateBytes;
   static constexpr int kT = kDh + kStateBytes, kSq0 = kT + kSquareBytes, kSq1 = kSq0 + kSquareBytes;
   static constexpr int kVec = kSq1 + kSquareBytes;
-  // dv_local needs Q, K, do (the first row tiles) and one square only, in Q's place (Q is dead once
-  // K Q^T is done): ~52 KB a CTA, four CTAs an SM.
-  static constexpr int kDvlSquare = kQ * kRowBytes, kDvlVec = (kDo + 1) * kRowBytes;
-  static_assert(kSquareBytes <= kRowBytes, "the square fits in Q's tile");
+  // dv_local needs Q, K, do (the first row tiles) and one square only.
+  static constexpr int kDvlSquare = (kDo + 1) * kRowBytes, kDvlVec = kDvlSquare + kSquareBytes;
   static_assert(kRowBytes % 1024 == 0 && kStateBytes % 1024 == 0, "swizzled tiles start 1024-byte aligned");
 };
 struct ChunkBwdVectors {
