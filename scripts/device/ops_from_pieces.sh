@@ -6,7 +6,7 @@
 # and run.sh's torch-op benchmark steps then load that library (no build; the device machines
 # have the same torch at the same path, which the library's RUNPATH names).
 set -euo pipefail
-dir=${1:?usage: $0 DIR (where the call\'s files came back)}
+dir=${1:?usage: $0 DIR (the folder the files came back to)}
 mkdir -p .deps/ops
 cat "$dir"/ops.so.gz.* > .deps/ops/ops.so.gz
 gzip -t .deps/ops/ops.so.gz
