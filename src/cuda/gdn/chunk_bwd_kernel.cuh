@@ -44,12 +44,15 @@ struct ChunkBwd {
   __device__ int col(int i) const { return tiles::acc_col<kD>(threadIdx.x, i); }
   __device__ int sq_col(int i) const { return tiles::acc_col<64>(threadIdx.x, i); }
 
-  // gamma, beta (sigmoid applied), exp(gamma), exp(gamma_last - gamma): threads 0..63.
+  // gamma, beta (sigmoid applied), the inverse norms (when loaded), exp(gamma), exp(gamma_last -
+  // gamma): threads 0..63.
   __device__ void store_row_values(const RowValues& x) {
     const int r = threadIdx.x;
     if (r < 64) {
       vec.gamma[r] = x.gamma;
       vec.beta[r] = r < valid && a.beta_logit ? sigmoid(x.beta) : x.beta;
+      vec.inv_norm[0][r] = x.rstd_q;
+      vec.inv_norm[1][r] = x.rstd_k;
     }
   }
   __device__ void exponentials() {
@@ -83,12 +86,13 @@ struct ChunkBwd {
     }
   }
 
-  // dq or dk of this value head out: fp32 per value head for the GVA sums (finish pass), or (direct)
-  // the op's gradient, after the l2norm backward with the normalised rows y and inverse norms rstd.
-  // Called by every thread (the l2norm's row sums meet in shared memory).
-  __device__ void store_grad(RowAcc& acc, const Rows& y, const RowTensor& rstd, const RowTensor& ws, const RowTensor& out) {
+  // dq (which 0) or dk (1) of this value head out: fp32 per value head for the GVA sums (finish
+  // pass), or (direct) the op's gradient, after the l2norm backward with the normalised rows y and
+  // the inverse norms in vec.inv_norm[which] (RowValues). Called by every thread (the l2norm's row
+  // sums meet in shared memory).
+  __device__ void store_grad(RowAcc& acc, const Rows& y, int which, const RowTensor& ws, const RowTensor& out) {
     if (!a.direct) return store_f32(acc, ws);
-    if (rstd.ptr) {
+    if (a.rstd_q.ptr) {
       const int lane = threadIdx.x % 32;
       float dot[2] = {0.f, 0.f};
 #pragma unroll
@@ -107,7 +111,7 @@ struct ChunkBwd {
       for (int hh = 0; hh < 2; ++hh) {
         const int r = row(2 * hh);
         d[hh] = vec.row_dot[0][r] + vec.row_dot[1][r];
-        rs[hh] = r < valid ? static_cast<const float*>(rstd.ptr)[it.row(rstd, t0() + r, it.h)] : 0.f;
+        rs[hh] = vec.inv_norm[which][r];  // 0 past the end
       }
 #pragma unroll
       for (int i = 0; i < size(acc); i += 2) {
@@ -309,7 +313,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
     const float2 qq = tiles::load2<E>(q, i), kk = tiles::load2<E>(k, i);
     row_dgam[i / 2 % 2] += dq(i) * qq.x + dq(i + 1) * qq.y - dk(i) * kk.x - dk(i + 1) * kk.y;
   }
-  store_grad(dq, q, a.rstd_q, a.dq, a.dq_out);
+  store_grad(dq, q, 0, a.dq, a.dq_out);
 
   // WY part. dk += diag(beta exp(gamma)) dkbg; dbeta, dgamma += its row dots with K. Meanwhile
   // dvb = T^T dv2 (into dq's registers, dq being done).
@@ -396,7 +400,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   tiles::gemm<false>(dk, sq1.k_major(), k.mn_major(), side);
   tiles::gemm<false>(dk, sq1.mn_major(), k.mn_major(), side);
   warpgroup_wait<0>();
-  store_grad(dk, k, a.rstd_k, a.dk, a.dk_out);
+  store_grad(dk, k, 1, a.dk, a.dk_out);
 
   // Row and chunk sums, then dg = the in-chunk reverse cumsum of dgamma.
 #pragma unroll

@@ -36,7 +36,7 @@ struct ChunkBwdVectors {
   float col_dgam[4][64];      // per row block: column sums (dgamma_j -= sum_i beta_i Z_ij)
   float last[8];              // per warp: its share of the chunk-end terms of dgamma_last
   float row_dot[2][64];       // per column half: y . dy of the l2norm backward
-  float inv_norm[2][64];      // dv_local with the in-op l2norm: Q's, K's rows' inverse norms
+  float inv_norm[2][64];      // Q's, K's rows' inverse norms (in-op l2norm): dv_local's, or the gradient kernel's RowValues
   float dgam[64];
 };
 // The gradient kernel's two transaction barriers (TMA path) after the vectors: the early and the
@@ -171,17 +171,25 @@ struct BwdItem {
 };
 
 // Row r's gamma (the last live row's past the end) and raw beta (0 past the end) for thread
-// r < 64. The gradient kernel loads them an item ahead into registers: a global load at the item's
-// start would stall every warp at its first barrier.
+// r < 64, and with `norms` q's and k's inverse norms (the direct l2norm backward's; 0 past the
+// end). The gradient kernel loads them an item ahead into registers: a global load at the item's
+// start (or, for the norms, at dq's and dk's stores: ~8% of the kernel's stall samples in v9)
+// would stall every warp at the next barrier.
 struct RowValues {
-  float gamma = 0.f, beta = 0.f;
+  float gamma = 0.f, beta = 0.f, rstd_q = 0.f, rstd_k = 0.f;
 };
-__device__ inline RowValues load_row_values(const ChunkBwdArgs& a, const WorkItem& it, int j, int valid) {
+__device__ inline RowValues load_row_values(const ChunkBwdArgs& a, const WorkItem& it, int j, int valid, bool norms = false) {
   RowValues x;
   const int r = threadIdx.x;
   if (r < 64) {
     x.gamma = static_cast<const float*>(a.gamma.ptr)[it.row(a.gamma, int64_t(j) * 64 + min(r, valid - 1), it.hv)];
-    if (r < valid) x.beta = a.beta.at(it.b, it.t0 + int64_t(j) * 64 + r, it.hv);
+    if (r < valid) {
+      x.beta = a.beta.at(it.b, it.t0 + int64_t(j) * 64 + r, it.hv);
+      if (norms) {
+        x.rstd_q = static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, int64_t(j) * 64 + r, it.h)];
+        x.rstd_k = static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, int64_t(j) * 64 + r, it.h)];
+      }
+    }
   }
   return x;
 }
@@ -230,7 +238,7 @@ __device__ RowValues load_early_operands(const ChunkBwdParams<E, kD>& p, const B
     load_state(S::dh(), static_cast<const E*>(a.dh) + at);
     cp_async_commit();
   }
-  return load_row_values(a, it, j, valid);
+  return load_row_values(a, it, j, valid, a.direct && a.rstd_q.ptr != nullptr);
 }
 
 // The operands read until the end of an item — dv2, k, q, v, T — by TMA on the late barrier
