@@ -3,7 +3,9 @@ flash-linear-attention's in one process: the cases of issue 6 and ../shared/PEER
 bf16 q/k/v/beta, fp32 log-decay g, l2norm inside the op, initial and final state; the loss's
 cotangents do and dht random).
 
-    python3 bench/bench_gdn_chunk_bwd.py [--out DIR] [--quick]
+    python3 bench/bench_gdn_chunk_bwd.py [--out DIR] [--quick | --cases 0,2]
+
+The JSON lines are rewritten after every case, so a call cut short keeps the cases it finished.
 
 FLA's backward refuses Triton 3.6 on Hopper (its issue #640, a miscompile giving wrong gradients):
 for timing only the guard is bypassed (../shared/PEERS.md), so FLA's gradients are no reference;
@@ -43,7 +45,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     ap.add_argument("--quick", action="store_true", help="the first case only")
+    ap.add_argument("--cases", default=None, help="comma-separated indices into CASES (default: all)")
     args = ap.parse_args()
+    chosen = CASES[:1] if args.quick else CASES
+    if args.cases:
+        idx = [int(i) for i in args.cases.split(",")]
+        if any(not 0 <= i < len(CASES) for i in idx):
+            ap.error(f"--cases: indices in 0..{len(CASES) - 1} expected, got {args.cases}")
+        chosen = [CASES[i] for i in idx]
     fla_chunk = fla_op("fla.ops.gated_delta_rule", "chunk_gated_delta_rule")
     if fla_chunk is not None:
         import fla.ops.common.chunk_o as fla_chunk_o
@@ -52,7 +61,7 @@ def main():
     rows = []
     print(f"{'case':30s} {'fwd+bwd ms':>10s} {'FLA ms':>8s} {'speedup':>8s} {'bar':>5s} {'fwd ms':>7s} {'FLA fwd':>8s}"
           f" {'kept ms':>8s} {'speedup':>8s}  rel dq / dk / dv / dg vs FLA (info)")
-    for name, B, T, H, nseq, bar in CASES[:1] if args.quick else CASES:
+    for name, B, T, H, nseq, bar in chosen:
         q, k, v, g, beta, cu = make_inputs(B, T, H, nseq)
         N = B if cu is None else cu.numel() - 1
         h0 = torch.randn(N, H, D, D, device="cuda")
@@ -94,9 +103,10 @@ def main():
         print(f"{name:30s} {ms:10.4f} {fla_ms:8.4f} {speedup:7.2f}x {bar or '-':>5} {fwd_ms:7.4f} {fla_fwd_ms:8.4f} "
               f"{kept_ms:8.4f} {fla_ms / kept_ms:7.2f}x  " + " / ".join(f"{r:.1e}" for r in rel)
               + f"  (kept {kept_mb:.0f} MB, max rel vs rerun {kept_rel:.1e})", flush=True)
+        path = write_rows(args.out, "bench_gdn_chunk_bwd.jsonl", rows)
         del leaves, grads
         torch.cuda.empty_cache()
-    print("wrote", write_rows(args.out, "bench_gdn_chunk_bwd.jsonl", rows))
+    print("wrote", path)
 
 
 if __name__ == "__main__":

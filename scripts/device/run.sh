@@ -94,9 +94,24 @@ if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/gdn_chunk_bwd_gpu_test \
     --gtest_filter='GdnChunkBwdGpu.VarlenWithShortAndEmptySequencesAndGva:GdnChunkBwdGpu.InOpOptionsAndVFirstLayout'
 fi
+# FLA's Triton autotuning (its kernels' cache_results) takes ~3.5 minutes a shape on a cold machine: the
+# results (*.autotune.json, a few KB) come back as $OUT/fla-autotune-GPU.tgz after every FLA bench;
+# kept here under .deps/fla-autotune/ and carried, a later call restores them and compiles only the
+# chosen configs. Per GPU name, so an H100's choices never time FLA on an H200.
+gpu_slug() { nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -c 'A-Za-z0-9\n' '-' | tr -d '\n'; }
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-$PWD/.deps/triton-cache}
 fla_wheels() {  # flash-linear-attention, from the wheels scripts/device/prepare.sh put in .whl/
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
     .whl/einops-*.whl >>"$OUT/bench.log" 2>&1
+  local saved=.deps/fla-autotune/$(gpu_slug).tgz
+  if [ -f "$saved" ]; then mkdir -p "$TRITON_CACHE_DIR" && tar xzf "$saved" -C "$TRITON_CACHE_DIR" \
+    && echo "   (FLA's autotuning results restored from $saved)"; fi
+}
+pack_fla_autotune() {  # the autotuning results of this machine's cache, for .deps/fla-autotune/
+  [ -d "$TRITON_CACHE_DIR" ] || return 0
+  local files; files=$(cd "$TRITON_CACHE_DIR" && find . -name '*.autotune.json')
+  [ -n "$files" ] && (cd "$TRITON_CACHE_DIR" && echo "$files" | tar czf "$OUT/fla-autotune-$(gpu_slug).tgz" -T -)
+  return 0
 }
 if has bench-bwd && ! has bench; then
   step bench.log python3 bench/bench_attention_bwd.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT" ${BENCH_ARGS:-}
@@ -137,4 +152,5 @@ if has bench; then
   step bench.log python3 bench/bench_gdn_decode.py --lib $BUILD_DIR/tools/libattnkit_c.so --out "$OUT"
   cat "$OUT/bench.log"
 fi
+pack_fla_autotune
 exit $status
