@@ -51,8 +51,9 @@ struct TokenOut {
 // The finishing passes over tokens (after the per-chunk kernel): GVA sums and the in-op
 // l2norm's backward for dq, dk; sigmoid and fused-gate backward for dbeta, dg; dA_log, ddt_bias.
 struct BwdFinishArgs {
-  RowTensor q, k;                 // the op's raw q, k (16-bit) and
-  RowTensor dq_out, dk_out;       // their gradients (16-bit, the op's)
+  RowTensor dq_out, dk_out;       // the op's dq, dk (16-bit)
+  RowTensor qn, kn;               // with the l2norm: the normalised q, k (16-bit [rows, H, K]) and
+  RowTensor rstd_q, rstd_k;       // their inverse norms (fp32 [rows, H]), dv_local's (workspace)
   RowTensor dq, dk;               // fp32 [rows, HV, K] per value head (workspace); absent: done
   RowTensor dbeta, dg;            // fp32 [rows, HV] (workspace)
   TokenTensor beta, g;            // the op's raw beta, g

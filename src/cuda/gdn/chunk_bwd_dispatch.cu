@@ -209,8 +209,12 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
 
   // 5. Into the op's gradients.
   gdn::BwdFinishArgs e;
-  e.q = gdn::row_tensor(in.q, varlen);
-  e.k = gdn::row_tensor(in.k, varlen);
+  if (l2norm) {
+    e.qn = b.qn;
+    e.kn = b.kn;
+    e.rstd_q = b.rstd_q;
+    e.rstd_k = b.rstd_k;
+  }
   e.dq_out = gdn::row_tensor(p.dq, varlen);
   e.dk_out = gdn::row_tensor(p.dk, varlen);
   e.dq = b.dq;

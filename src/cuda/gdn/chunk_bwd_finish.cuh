@@ -19,21 +19,9 @@ __device__ inline int64_t offset_of(const RowTensor& x, int64_t row, int64_t T, 
   return (row / T) * x.sb + (row % T) * x.st + head * x.sh;  // row = b * T + t
 }
 
-// x / sqrt(sum x^2 + 1e-6) of one [kD] row by one warp, kD / 32 elements a lane (any of them).
-template <int kD>
-__device__ void warp_l2norm(float (&x)[kD / 32], float& rstd) {
-  float ss = 0.f;
-#pragma unroll
-  for (int i = 0; i < kD / 32; ++i) ss += x[i] * x[i];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, o);
-  rstd = rsqrtf(ss + 1e-6f);
-#pragma unroll
-  for (int i = 0; i < kD / 32; ++i) x[i] *= rstd;
-}
-
 // One warp per (row, query/key head): the sums over its value heads of dq and dk, through the
-// l2norm's backward (y = x rstd: dx = rstd (dy - y (y . dy))), in 16 bits.
+// l2norm's backward (y = x rstd: dx = rstd (dy - y (y . dy))), in 16 bits. y and rstd are the ones
+// dv_local wrote (qn / kn, rstd_q / rstd_k), as the per-chunk kernel's direct path (no GVA) uses.
 template <class E, int kD>
 __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_qk_finish_kernel(CUTE_GRID_CONSTANT const BwdFinishArgs a) {
   const int64_t item = (int64_t(blockIdx.x) * kFinishThreads + threadIdx.x) / 32;
@@ -50,14 +38,16 @@ __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_qk_finish_kernel(CUTE_
       for (int i = 0; i < kD / 32; ++i) dy[i] += in[lane + 32 * i];
     }
     if (a.l2norm) {
-      const RowTensor& src = which ? a.k : a.q;
-      const E* xin = static_cast<const E*>(src.ptr) + offset_of(src, row, a.T, h);
-      float y[kD / 32], rstd, dot = 0.f;
+      const RowTensor& yn = which ? a.kn : a.qn;
+      const RowTensor& rs = which ? a.rstd_k : a.rstd_q;
+      const E* yin = static_cast<const E*>(yn.ptr) + offset_of(yn, row, a.T, h);
+      const float rstd = static_cast<const float*>(rs.ptr)[offset_of(rs, row, a.T, h)];
+      float y[kD / 32], dot = 0.f;
 #pragma unroll
-      for (int i = 0; i < kD / 32; ++i) y[i] = float(xin[lane + 32 * i]);
-      warp_l2norm<kD>(y, rstd);
-#pragma unroll
-      for (int i = 0; i < kD / 32; ++i) dot += y[i] * dy[i];
+      for (int i = 0; i < kD / 32; ++i) {
+        y[i] = float(yin[lane + 32 * i]);
+        dot += y[i] * dy[i];
+      }
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffff, dot, o);
 #pragma unroll
