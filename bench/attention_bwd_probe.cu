@@ -1,0 +1,106 @@
+// bench/attention_bwd_probe.cu — A/B probe of the softmax attention backward: times the bf16 D64 /
+// D128 instantiations (preprocess, main kernel, dQ postprocess: one launch_attention_bwd) at a few
+// shapes with CUDA events (median of 30 launches), the default and the deterministic (ordered dQ)
+// modes alternated, nothing else linked in. Built once per variant by bench/attention_fwd_ab.sh
+// (PROBE=attention_bwd_probe), whose header copies shadow the tree's. Not a benchmark of record
+// (no peers; bench/bench_attention_bwd.py is): a bisecting and profiling tool. CMake builds the
+// tree's own variant as the attention_bwd_probe target.
+//   bwd_probe                        the default shapes, twice
+//   bwd_probe D S B [causal] [det]   one shape (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "src/cuda/attention/bwd_launch.cuh"
+#include "src/cuda/attention/bwd_workspace.hpp"
+#include "src/cuda/attention/fwd_launch.cuh"
+
+using namespace attnkit::cuda;
+using Elt = cutlass::bfloat16_t;
+
+__global__ void fill(Elt* p, size_t n, uint32_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 13; x *= 0x5bd1e995; x ^= x >> 15;
+    p[i] = Elt((float(x & 0xffff) / 65536.f - 0.5f) * 3.4f);
+  }
+}
+
+// One shape: the forward once (for O and a real LSE), then each mode's backward timed.
+template <int D>
+void run_case(int B, int S, bool causal, const std::vector<bool>& modes, int sms, int* counter) {
+  const int H = 2048 / D;
+  const size_t n = size_t(B) * S * H * D;
+  Elt *q, *k, *v, *o, *dout, *dq, *dk, *dv;
+  float* lse;
+  for (Elt** p : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) cudaMalloc(p, n * 2);
+  cudaMalloc(&lse, size_t(B) * H * S * 4);
+  fill<<<1024, 256>>>(q, n, 1); fill<<<1024, 256>>>(k, n, 2); fill<<<1024, 256>>>(v, n, 3); fill<<<1024, 256>>>(dout, n, 4);
+  AttnFwdArgs f;
+  f.q = q; f.k = k; f.v = v; f.out = o; f.lse = lse;
+  for (auto* s : {f.q_stride, f.k_stride, f.v_stride, f.o_stride}) { s[0] = int64_t(S) * H * D; s[1] = H * D; s[2] = D; }
+  f.lse_stride[0] = int64_t(H) * S; f.lse_stride[1] = S; f.lse_stride[2] = 1;
+  f.batch = B; f.seqlen_q = f.seqlen_k = f.max_seqlen_q = S; f.heads_q = f.heads_kv = H;
+  f.tile_counter = counter; f.scale = 1.f / sqrtf(float(D)); f.mask.causal = causal; f.num_sms = sms;
+  attn::launch_attention_fwd<Elt, D>(f);
+
+  AttnBwdArgs a;
+  a.q = q; a.k = k; a.v = v; a.out = o; a.dout = dout; a.lse = lse; a.dq = dq; a.dk = dk; a.dv = dv;
+  for (auto* s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride, a.do_stride, a.dq_stride, a.dk_stride, a.dv_stride}) {
+    s[0] = int64_t(S) * H * D; s[1] = H * D; s[2] = D;
+  }
+  std::memcpy(a.lse_stride, f.lse_stride, sizeof(a.lse_stride));
+  a.batch = B; a.seqlen_q = a.seqlen_k = a.max_seqlen_q = a.max_seqlen_k = S; a.heads_q = a.heads_kv = H;
+  a.head_dim = D; a.scale = f.scale; a.mask.causal = causal;
+  BwdShape shape;
+  shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = shape.heads_kv = H; shape.head_dim = D; shape.ordered_dq = true;
+  const BwdWorkspace ws(shape);
+  char* base;
+  cudaMalloc(&base, ws.total);
+  const double flops = 10.0 * B * H * double(S) * S * D * (causal ? 0.5 : 1.0);
+  for (bool det : modes) {
+    a.ordered_dq = det;
+    ws.carve(base, a);
+    cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+    std::vector<float> ts;
+    for (int it = 0; it < 33; ++it) {
+      cudaEventRecord(e0);
+      attn::launch_attention_bwd<Elt, D>(a);
+      cudaEventRecord(e1); cudaEventSynchronize(e1);
+      float ms; cudaEventElapsedTime(&ms, e0, e1);
+      if (it >= 3) ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    const double ms = ts[ts.size() / 2];
+    printf("D%-3d S%-5d B%-2d %-6s %-3s %7.3f ms %6.1f TFLOP/s  err=%s\n", D, S, B, causal ? "causal" : "", det ? "det" : "",
+           ms, flops / ms / 1e9, cudaGetErrorString(cudaGetLastError()));
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+  }
+  for (Elt* p : {q, k, v, o, dout, dq, dk, dv}) cudaFree(p);
+  cudaFree(lse); cudaFree(base);
+}
+
+int main(int argc, char** argv) {
+  int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  int* counter; cudaMalloc(&counter, 16);
+  if (argc >= 4) {
+    const int d = atoi(argv[1]), s = atoi(argv[2]), b = atoi(argv[3]);
+    const bool causal = argc >= 5 && atoi(argv[4]) != 0, det = argc >= 6 && atoi(argv[5]) != 0;
+    if (d == 64) run_case<64>(b, s, causal, {det}, sms, counter);
+    else run_case<128>(b, s, causal, {det}, sms, counter);
+    return 0;
+  }
+  for (int rep = 0; rep < 2; ++rep) {  // the deterministic mode first in one round, second in the other
+    const std::vector<bool> modes = rep ? std::vector<bool>{true, false} : std::vector<bool>{false, true};
+    run_case<128>(8, 2048, false, modes, sms, counter);
+    run_case<128>(8, 2048, true, modes, sms, counter);
+    run_case<128>(1, 16384, false, modes, sms, counter);
+    run_case<128>(1, 16384, true, modes, sms, counter);
+    run_case<64>(8, 2048, false, modes, sms, counter);
+    run_case<64>(8, 2048, true, modes, sms, counter);
+  }
+  return 0;
+}
