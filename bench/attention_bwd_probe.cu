@@ -1,12 +1,13 @@
 // bench/attention_bwd_probe.cu — A/B probe of the softmax attention backward: times the bf16 D64 /
 // D128 instantiations (preprocess, main kernel, dQ postprocess: one launch_attention_bwd) at a few
-// shapes with CUDA events (median of 30 launches), the default and the deterministic (ordered dQ)
-// modes alternated, nothing else linked in. Built once per variant by bench/attention_fwd_ab.sh
+// shapes with CUDA events (median of 30 launches), the default and the deterministic (ordered dQ,
+// one chain or two: AttnBwdArgs::dq_chains) modes alternated, nothing else linked in. Built once per variant by bench/attention_fwd_ab.sh
 // (PROBE=attention_bwd_probe), whose header copies shadow the tree's. Not a benchmark of record
 // (no peers; bench/bench_attention_bwd.py is): a bisecting and profiling tool. CMake builds the
 // tree's own variant as the attention_bwd_probe target.
 //   bwd_probe                        the default shapes, twice
-//   bwd_probe D S B [causal] [det]   one shape (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
+//   bwd_probe D S B [causal] [mode]  one shape, mode 0 default, 1 / 2 ordered dQ in 1 / 2 chains
+//                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdio>
@@ -31,7 +32,7 @@ __global__ void fill(Elt* p, size_t n, uint32_t seed) {
 
 // One shape: the forward once (for O and a real LSE), then each mode's backward timed.
 template <int D>
-void run_case(int B, int S, bool causal, const std::vector<bool>& modes, int sms, int* counter) {
+void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms, int* counter) {
   const int H = 2048 / D;
   const size_t n = size_t(B) * S * H * D;
   Elt *q, *k, *v, *o, *dout, *dq, *dk, *dv;
@@ -57,13 +58,15 @@ void run_case(int B, int S, bool causal, const std::vector<bool>& modes, int sms
   a.head_dim = D; a.scale = f.scale; a.mask.causal = causal;
   BwdShape shape;
   shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = shape.heads_kv = H; shape.head_dim = D; shape.ordered_dq = true;
+  shape.dq_chains = 2;
   const BwdWorkspace ws(shape);
   char* base;
   cudaMalloc(&base, ws.total);
   const double flops = 10.0 * B * H * double(S) * S * D * (causal ? 0.5 : 1.0);
-  for (bool det : modes) {
-    a.ordered_dq = det;
+  for (int mode : modes) {
     ws.carve(base, a);
+    a.ordered_dq = mode > 0;
+    a.dq_chains = mode > 1 ? 2 : 1;
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
     std::vector<float> ts;
     for (int it = 0; it < 33; ++it) {
@@ -75,7 +78,8 @@ void run_case(int B, int S, bool causal, const std::vector<bool>& modes, int sms
     }
     std::sort(ts.begin(), ts.end());
     const double ms = ts[ts.size() / 2];
-    printf("D%-3d S%-5d B%-2d %-6s %-3s %7.3f ms %6.1f TFLOP/s  err=%s\n", D, S, B, causal ? "causal" : "", det ? "det" : "",
+    printf("D%-3d S%-5d B%-2d %-6s %-4s %7.3f ms %6.1f TFLOP/s  err=%s\n", D, S, B, causal ? "causal" : "",
+           mode == 0 ? "" : mode == 1 ? "det1" : "det2",
            ms, flops / ms / 1e9, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);
   }
@@ -88,13 +92,14 @@ int main(int argc, char** argv) {
   int* counter; cudaMalloc(&counter, 16);
   if (argc >= 4) {
     const int d = atoi(argv[1]), s = atoi(argv[2]), b = atoi(argv[3]);
-    const bool causal = argc >= 5 && atoi(argv[4]) != 0, det = argc >= 6 && atoi(argv[5]) != 0;
-    if (d == 64) run_case<64>(b, s, causal, {det}, sms, counter);
-    else run_case<128>(b, s, causal, {det}, sms, counter);
+    const bool causal = argc >= 5 && atoi(argv[4]) != 0;
+    const int mode = argc >= 6 ? atoi(argv[5]) : 0;
+    if (d == 64) run_case<64>(b, s, causal, {mode}, sms, counter);
+    else run_case<128>(b, s, causal, {mode}, sms, counter);
     return 0;
   }
-  for (int rep = 0; rep < 2; ++rep) {  // the deterministic mode first in one round, second in the other
-    const std::vector<bool> modes = rep ? std::vector<bool>{true, false} : std::vector<bool>{false, true};
+  for (int rep = 0; rep < 2; ++rep) {  // the modes in one order, then in the reverse one
+    const std::vector<int> modes = rep ? std::vector<int>{2, 1, 0} : std::vector<int>{0, 1, 2};
     run_case<128>(8, 2048, false, modes, sms, counter);
     run_case<128>(8, 2048, true, modes, sms, counter);
     run_case<128>(1, 16384, false, modes, sms, counter);

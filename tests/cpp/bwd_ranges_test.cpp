@@ -1,7 +1,8 @@
 // tests/cpp/bwd_ranges_test.cpp — the tile ranges the CUDA backward iterates (bwd_ranges.hpp),
 // checked exhaustively against the mask rule on the CPU: every visible (query, key) pair lies in
 // a visited (query tile, key tile), and the key tiles visiting a query tile are one range starting
-// at first_key_tile() (the deterministic dQ order relies on it; a wrong turn would deadlock).
+// at first_key_tile() (the deterministic dQ order relies on it; a wrong turn would deadlock), and
+// each key tile's turn in its chain of ordered dQ adds (dq_turn_in_chain).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -46,6 +47,16 @@ TEST(BwdTileRanges, CoverEveryVisiblePairAndKeyTilesAreOneRange) {
           last = n;
         }
       if (first >= 0) EXPECT_EQ(cuda::first_key_tile(rule, m, BM, BN), first) << "query tile " << m;
+      // Each visiting key tile's turn in its chain: the visiting key tiles of that chain before it.
+      for (int chains = 1; chains <= 3; ++chains) {
+        std::vector<int> landed(chains, 0);
+        for (int n = 0; n < n_tiles; ++n)
+          if (visits[m][n]) {
+            EXPECT_EQ(cuda::dq_turn_in_chain(rule, m, n, BM, BN, chains), landed[n % chains])
+                << "query tile " << m << " key tile " << n << " chains " << chains;
+            ++landed[n % chains];
+          }
+      }
     }
   }
 }

@@ -19,6 +19,12 @@ CUTE_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 
 // Every issued bulk op has completed, its writes performed.
 CUTE_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// *p += v with release semantics at GPU scope: this thread's earlier writes (and the bulk adds it
+// has waited for) are visible to whoever acquires the new value. One instruction, no full fence.
+CUTE_DEVICE void red_release_add(int* p, int v) {
+  asm volatile("red.release.gpu.global.add.s32 [%0], %1;\n" ::"l"(p), "r"(v) : "memory");
+}
+
 CUTE_DEVICE int load_acquire(const int* p) {
   int v;
   asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");

@@ -12,6 +12,8 @@
 
 namespace attnkit::cuda {
 
+inline constexpr int kBwdBlockM = 64;  // query rows per tile of the backward (BwdTraits::kBlockM)
+
 struct AttnBwdArgs {
   const void* q = nullptr;
   const void* k = nullptr;
@@ -38,20 +40,27 @@ struct AttnBwdArgs {
   MaskOptions mask;
   bool split_dkv = false;      // GQA: per-query-head dK/dV buffers summed in order (else fp32 atomics)
   bool ordered_dq = false;  // dQ partials added in key-tile order (a semaphore per query tile)
+  // Ordered dQ in `dq_chains` independent chains: key tile n adds into copy n % dq_chains of
+  // dq_accum, after the earlier key tiles of its own chain only; the dq postprocess sums the
+  // copies in chain order. Key tile n then waits for n / dq_chains predecessors, not n, when the
+  // CTAs of a head start together (docs/perf/attention_bwd.md, "Two dQ chains").
+  int dq_chains = 1;
 
   // Workspace (fp32 unless noted), carved by the dispatcher.
   int rows_padded = 0;          // padded query rows per head (see above)
   float* lse2 = nullptr;        // [heads_q, rows_padded]: lse * log2(e), +inf where no key / padding
   float* delta = nullptr;       // [heads_q, rows_padded]: rowsum(dO * O)
-  float* dq_accum = nullptr;    // [heads_q, rows_padded / kBlockM] tiles of kBlockM * D, MMA order
+  float* dq_accum = nullptr;    // [dq_chains, heads_q, rows_padded / kBlockM] tiles of kBlockM * D, MMA order
   float* dk_accum = nullptr;    // GQA only: [rows_k, heads_kv or heads_q, D] (atomic or split)
   float* dv_accum = nullptr;
-  int* dq_semaphore = nullptr;  // ordered_dq only: [heads_q, rows_padded / kBlockM] int
+  int* dq_semaphore = nullptr;  // ordered_dq only: [dq_chains, heads_q, rows_padded / kBlockM] int
+  // The first padded row of chain c's copy: copies of dq_accum (and of the semaphores, a row per
+  // kBwdBlockM) lie heads_q * rows_padded rows apart.
+  ATTNKIT_HD int64_t chain_row0(int chain) const { return int64_t(chain) * heads_q * rows_padded; }
   void* stream = nullptr;
 };
 
 // First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).
-inline constexpr int kBwdBlockM = 64;
 #if defined(__CUDACC__)
 __host__ __device__
 #endif

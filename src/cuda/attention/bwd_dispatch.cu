@@ -30,6 +30,12 @@ bool ordered_dq(const AttentionBwdParams& p) {
   return p.deterministic || (p.q.size(-1) == 256 && unmasked && sq >= 2048);
 }
 
+// Deterministic mode at D 64 / 128: two chains of ordered dQ adds (AttnBwdArgs::dq_chains), which
+// halve the wait of a head's key tiles for their turns, for one more dq_accum copy to zero and
+// read back (docs/perf/attention_bwd.md, "Two dQ chains"). D 256 keeps one: its ordered mode is
+// also its fast path.
+int dq_chains(const AttentionBwdParams& p) { return p.deterministic && p.q.size(-1) <= 128 ? 2 : 1; }
+
 BwdShape shape_of(const AttentionBwdParams& p) {
   const bool varlen = p.cu_seqlens_q.defined();
   const int o = varlen ? 0 : 1;
@@ -42,6 +48,7 @@ BwdShape shape_of(const AttentionBwdParams& p) {
   s.head_dim = p.q.size(-1);
   s.varlen = varlen;
   s.ordered_dq = ordered_dq(p);
+  s.dq_chains = dq_chains(p);
   s.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
   return s;
 }

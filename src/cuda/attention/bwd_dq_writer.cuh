@@ -5,9 +5,10 @@
 // consumers never wait on global memory for dQ; the second buffer gives the writer a tile of slack.
 //
 // The ordered mode (deterministic, or chosen for speed: bwd_dispatch.cu) adds the partials of each
-// query tile in key-tile order: a semaphore per query
-// tile counts the key tiles whose add has landed; key tile n waits for its turn (the number of key
-// tiles before it that meet the tile), adds, waits for completion, and bumps the count.
+// query tile in key-tile order, within each of a.dq_chains chains (key tile n in chain n % chains,
+// with its own copy of dq_accum and semaphores): a semaphore per (chain, query tile) counts the key
+// tiles whose add has landed; key tile n waits for its turn (the number of key tiles of its chain
+// before it that meet the tile), adds, waits for completion, and bumps the count with a release.
 #pragma once
 #include "src/cuda/attention/bulk.cuh"
 #include "src/cuda/attention/bwd_traits.cuh"
@@ -31,7 +32,8 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
     const int m = tile.query_tile(j), buf = j % T::kDqBuffers;
     cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull + buf);
     if (leader) {
-      const int64_t rows = tile.row_block(a, m);
+      // (Recomputed per tile, not kept: this warp runs on the producer's 24 registers.)
+      const int64_t rows = tile.row_block(a, m) + a.chain_row0(tile.dq_chain());
       int* sem = a.ordered_dq ? a.dq_semaphore + rows / T::kBlockM : nullptr;
       if (sem) {
         const int turn = tile.dq_turn(j);
@@ -41,8 +43,7 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
       bulk_reduce_add_f32(a.dq_accum + rows * T::kHeadDim, smem.dq.data() + buf * T::kDqFloats, T::kDqFloats * sizeof(float));
       if (sem) {  // the next key tile may add once this add has landed
         bulk_wait_all();
-        __threadfence();
-        atomicAdd(sem, 1);
+        red_release_add(sem, 1);
       } else {
         bulk_wait_read();
       }

@@ -23,7 +23,7 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
   const int64_t rows_k = varlen ? a.seqlen_k : int64_t(a.batch) * a.seqlen_k;
   const int64_t q_rows = int64_t(a.heads_q) * a.rows_padded;
   cudaError_t err = cudaSuccess;  // dq_accum is zeroed by the preprocess kernel
-  if (a.ordered_dq) err = cudaMemsetAsync(a.dq_semaphore, 0, q_rows / T::kBlockM * sizeof(int), stream);
+  if (a.ordered_dq) err = cudaMemsetAsync(a.dq_semaphore, 0, a.dq_chains * (q_rows / T::kBlockM) * sizeof(int), stream);
   if (err == cudaSuccess && gqa && !a.split_dkv) {
     const size_t bytes = rows_k * a.heads_kv * kHeadDim * sizeof(float);
     err = cudaMemsetAsync(a.dk_accum, 0, bytes, stream);

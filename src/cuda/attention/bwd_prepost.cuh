@@ -2,8 +2,10 @@
 //
 //  preprocess:  per query row, delta = rowsum(dO * O) (fp32) and lse2 = lse * log2(e), into the
 //               padded-row buffers (padding and rows with no visible key get lse2 = +inf, delta 0);
-//               and zeroes the row's share of dq_accum (1/64 of its query tile's block).
-//  dq:          dq = scale * dq_accum, read back in the MMA order the main kernel staged it in.
+//               and zeroes the row's share of dq_accum (1/64 of its query tile's block, in
+//               every chain's copy).
+//  dq:          dq = scale * dq_accum (its chains' copies summed in chain order), read back in the
+//               MMA order the main kernel staged it in.
 //  dkv (GQA):   dk, dv = the fp32 kv-head buffer (atomic), or the ordered sum over the query heads
 //               of the group (split), converted.
 #pragma once
@@ -42,8 +44,10 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
   // dq_accum is read-modify-written in query-tile blocks of kBwdBlockM * D floats (MMA order, not
   // row order); row r zeroes the (r % kBwdBlockM)-th D-float slice of its tile's block, so the
   // tile's rows together zero all of it.
-  float4* acc = reinterpret_cast<float4*>(a.dq_accum + idx * a.head_dim);
-  for (int c = lane; c < a.head_dim / 4; c += 32) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int chain = 0; chain < a.dq_chains; ++chain) {
+    float4* acc = reinterpret_cast<float4*>(a.dq_accum + (a.chain_row0(chain) + idx) * a.head_dim);
+    for (int c = lane; c < a.head_dim / 4; c += 32) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
 }
 
 // grid (query tiles of the longest sequence, heads_q, batch), 256 threads: thread t takes the
@@ -58,14 +62,17 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs
   typename T::TiledMmadQ mma;
   Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [M, D/2] / 128 threads
   const int64_t rows = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + m * T::kBlockM;
-  const float4* src = reinterpret_cast<const float4*>(a.dq_accum + rows * T::kHeadDim);
-  CUTE_UNROLL
-  for (int j = 0; j < size(acc) / 4; ++j) {
-    const float4 v = src[j * 256 + t];
-    acc(4 * j) = v.x;
-    acc(4 * j + 1) = v.y;
-    acc(4 * j + 2) = v.z;
-    acc(4 * j + 3) = v.w;
+  clear(acc);
+  for (int chain = 0; chain < a.dq_chains; ++chain) {  // in chain order: the same bits every run
+    const float4* src = reinterpret_cast<const float4*>(a.dq_accum + (a.chain_row0(chain) + rows) * T::kHeadDim);
+    CUTE_UNROLL
+    for (int j = 0; j < size(acc) / 4; ++j) {
+      const float4 v = src[j * 256 + t];
+      acc(4 * j) += v.x;
+      acc(4 * j + 1) += v.y;
+      acc(4 * j + 2) += v.z;
+      acc(4 * j + 3) += v.w;
+    }
   }
   Tensor acc_rc = as_rowcol(acc);
   Tensor c_rc = as_rowcol(mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));

@@ -31,4 +31,11 @@ ATTNKIT_HD int first_key_tile(const MaskRuleT<int>& rule, int m, int block_m, in
   return x > 0 ? x / block_n : 0;
 }
 
+// Ordered dQ: how many key tiles add into query tile m before key tile n (which meets it) in n's
+// chain, the key tiles n' = n (mod chains): those of [first_key_tile, n), since the key tiles
+// meeting m form one range. chains = 1: every key tile before n meeting m.
+ATTNKIT_HD int dq_turn_in_chain(const MaskRuleT<int>& rule, int m, int n, int block_m, int block_n, int chains) {
+  return (n - first_key_tile(rule, m, block_m, block_n)) / chains;
+}
+
 }  // namespace attnkit::cuda

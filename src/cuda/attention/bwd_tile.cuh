@@ -19,11 +19,12 @@ struct BwdTileInfo {
   MaskRuleT<int> rule;
   int m_begin, m_end;
   int row_base;  // first padded row of this sequence in lse2 / delta / dq_accum
+  int chains;    // ordered dQ chains (AttnBwdArgs::dq_chains)
 
   template <class Extra>
   CUTE_DEVICE BwdTileInfo(const AttnBwdArgs& a, const Extra&) : BwdTileInfo(a) {}
   CUTE_DEVICE explicit BwdTileInfo(const AttnBwdArgs& a)
-      : n_block(blockIdx.x), head(blockIdx.y), batch(blockIdx.z), seq(a, batch) {
+      : n_block(blockIdx.x), head(blockIdx.y), batch(blockIdx.z), seq(a, batch), chains(a.dq_chains) {
     rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
     const QueryRange r(rule, seq.seqlen_q, n_block, Traits::kBlockM, Traits::kBlockN);
     m_begin = r.m_begin;
@@ -35,11 +36,11 @@ struct BwdTileInfo {
   // Query tiles in visiting order: last to first (see bwd_consumer.cuh).
   CUTE_DEVICE int num_query_tiles() const { return m_end - m_begin; }
   CUTE_DEVICE int query_tile(int j) const { return m_end - 1 - j; }
-  // Ordered dQ: how many key tiles before this one add into the j-th visited query tile (it meets
-  // them all from the first key tile meeting it on).
+  // Ordered dQ: how many key tiles of this one's chain add into the j-th visited query tile before it.
   CUTE_DEVICE int dq_turn(int j) const {
-    return n_block - cuda::first_key_tile(rule, query_tile(j), Traits::kBlockM, Traits::kBlockN);
+    return cuda::dq_turn_in_chain(rule, query_tile(j), n_block, Traits::kBlockM, Traits::kBlockN, chains);
   }
+  CUTE_DEVICE int dq_chain() const { return n_block % chains; }
   // Index of query tile m's fp32 blocks (lse2, delta: kBlockM floats; dq_accum: kBlockM * D).
   CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {
     return int64_t(head) * a.rows_padded + row_base + m * Traits::kBlockM;

@@ -5,8 +5,9 @@
 //   Tile<Traits>     built from (args, extra) in every role of the CTA (key tile blockIdx.x, query
 //                    head y, sequence z): n_block, head, batch, seq, skip(), num_query_tiles(),
 //                    query_tile(j) — the j-th query tile in visiting order, dq_turn(j) — for
-//                    ordered dQ, how many key tiles before this one add into that query tile —
-//                    and row_block(a, m)
+//                    ordered dQ, how many key tiles of its chain before this one add into that
+//                    query tile —, dq_chain() — its chain (AttnBwdArgs::dq_chains; 0 where the
+//                    variant has one) — and row_block(a, m)
 //   Probs<Traits>    built once per consumer warpgroup from (args, extra, tile, wg); its
 //                    operator()(tSrS, tdVrP, cS, lse2, j, m) turns the fp32 S^T fragment of the
 //                    j-th visited query tile m into P^T in 16 bits (tdVrP, the A operand of dV)

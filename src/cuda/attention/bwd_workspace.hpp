@@ -15,23 +15,25 @@ struct BwdShape {
   int64_t heads_q = 0, heads_kv = 0, head_dim = 0;
   bool varlen = false;
   bool ordered_dq = false;  // a dQ semaphore per query tile
+  int dq_chains = 1;         // copies of dq_accum and of the semaphores (AttnBwdArgs::dq_chains)
   bool split_dkv = false;   // GQA: per-query-head dK / dV buffers (else one per kv head)
 };
 
 // Byte offsets of the buffers, each 256-byte aligned; `total` is the workspace size. take() adds
 // a buffer of the caller's own after them.
 struct BwdWorkspace {
-  int rows_padded = 0;
+  int rows_padded = 0, chains = 1;
   size_t lse2 = 0, delta = 0, dq_accum = 0, dk_accum = 0, dv_accum = 0, semaphore = 0, total = 0;
 
   explicit BwdWorkspace(const BwdShape& s) {
     const int64_t m = kBwdBlockM;
+    chains = s.dq_chains;
     rows_padded = static_cast<int>(s.varlen ? (s.sq + s.batch * m + m - 1) / m * m : s.batch * ((s.sq + m - 1) / m) * m);
     const int64_t rows_k = s.varlen ? s.sk : s.batch * s.sk;
     lse2 = take(s.heads_q * rows_padded * 4);
     delta = take(s.heads_q * rows_padded * 4);
-    dq_accum = take(s.heads_q * rows_padded * s.head_dim * 4);
-    if (s.ordered_dq) semaphore = take(s.heads_q * rows_padded / m * 4);
+    dq_accum = take(s.dq_chains * s.heads_q * rows_padded * s.head_dim * 4);
+    if (s.ordered_dq) semaphore = take(s.dq_chains * s.heads_q * rows_padded / m * 4);
     if (s.heads_q != s.heads_kv) {
       const int64_t heads = s.split_dkv ? s.heads_q : s.heads_kv;
       dk_accum = take(rows_k * heads * s.head_dim * 4);
@@ -46,6 +48,7 @@ struct BwdWorkspace {
   // The buffers' pointers into a (256-byte aligned) workspace at `base`.
   void carve(char* base, AttnBwdArgs& a) const {
     a.rows_padded = rows_padded;
+    a.dq_chains = chains;
     a.lse2 = reinterpret_cast<float*>(base + lse2);
     a.delta = reinterpret_cast<float*>(base + delta);
     a.dq_accum = reinterpret_cast<float*>(base + dq_accum);

@@ -68,6 +68,7 @@ struct FlexBwdTile {
     if (!f.block_mask) return n_block;
     return f.lists.turns[int64_t(list) * f.lists.m_tiles + j] * f.tiles_per_block + n_block % f.tiles_per_block;
   }
+  CUTE_DEVICE static constexpr int dq_chain() { return 0; }  // one chain (flex's turns are per key block)
   CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {
     return int64_t(head) * a.rows_padded + row_base + m * Traits::kBlockM;
   }
