@@ -64,8 +64,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   cudaMalloc(&base, ws.total);
   const double flops = 10.0 * B * H * double(S) * S * D * (causal ? 0.5 : 1.0);
   for (int mode : modes) {
+    a.ordered_dq = mode > 0;  // before carve: it hands out the semaphores only to an ordered run
     ws.carve(base, a);
-    a.ordered_dq = mode > 0;
     a.dq_chains = mode > 1 ? 2 : 1;
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
     std::vector<float> ts;

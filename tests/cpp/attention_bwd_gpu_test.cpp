@@ -229,8 +229,8 @@ TEST_F(AttentionBwdGpu, VarlenWithOneTokenAndEmptySequences) {
     }
 }
 
-// Deterministic mode: dQ added in key-tile order (in two chains at D 64 / 128, one at D 256:
-// bwd_dispatch.cu), GQA dK / dV summed in head order. Checked against float64 with the usual rule,
+// Deterministic mode: dQ added in key-tile order (in two chains at D 64 / 128 with keys >= 2048,
+// else one: bwd_dispatch.cu), GQA dK / dV summed in head order. Checked against float64 with the usual rule,
 // then 10 more runs bitwise equal; varlen with a window too.
 TEST_F(AttentionBwdGpu, DeterministicIsBitwiseAndMatchesAtomic) {
   std::vector<Case> cases;
@@ -244,6 +244,18 @@ TEST_F(AttentionBwdGpu, DeterministicIsBitwiseAndMatchesAtomic) {
     c.mask.causal = true;
     cases.push_back(c);
   }
+  Case two;  // keys >= 2048 at D 64 / 128: two dQ chains (bwd_dispatch.cu), causal bottom-right
+  two.D = 64;
+  two.Sq = 300;
+  two.Sk = 2200;
+  two.Hq = 4;
+  two.Hkv = 2;
+  two.mask.causal = true;
+  cases.push_back(two);
+  Case two_window;  // two chains with a left window: a query tile's first key tile is past 0
+  two_window.Sq = two_window.Sk = 2100;
+  two_window.mask.window_left = 300;
+  cases.push_back(two_window);
   Case v;  // varlen, a left window: key tiles of a query tile start past the first one
   v.lq = {300, 1, 0, 517};
   v.lk = {400, 9, 5, 517};

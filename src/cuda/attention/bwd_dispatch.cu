@@ -30,11 +30,16 @@ bool ordered_dq(const AttentionBwdParams& p) {
   return p.deterministic || (p.q.size(-1) == 256 && unmasked && sq >= 2048);
 }
 
-// Deterministic mode at D 64 / 128: two chains of ordered dQ adds (AttnBwdArgs::dq_chains), which
-// halve the wait of a head's key tiles for their turns, for one more dq_accum copy to zero and
-// read back (docs/perf/attention_bwd.md, "Two dQ chains"). D 256 keeps one: its ordered mode is
-// also its fast path.
-int dq_chains(const AttentionBwdParams& p) { return p.deterministic && p.q.size(-1) <= 128 ? 2 : 1; }
+// Deterministic mode at D 64 / 128 with keys >= 2048: two chains of ordered dQ adds
+// (AttnBwdArgs::dq_chains), which halve the wait of a head's key tiles for their turns, for one
+// more dq_accum copy to zero and read back. Measured on an H100 (docs/perf/attention_bwd.md, "Two
+// dQ chains"): the deterministic cost at D64 S2k 21% -> 17%, causal 25% -> 20%; at S512 (4 key
+// tiles a head: little wait to save) the extra copy's traffic cost more than it saved. D 256
+// keeps one: its ordered mode is also its fast path.
+int dq_chains(const AttentionBwdParams& p) {
+  const int64_t sk = p.cu_seqlens_k.defined() ? p.max_seqlen_k : p.k.size(1);
+  return p.deterministic && p.q.size(-1) <= 128 && sk >= 2048 ? 2 : 1;
+}
 
 BwdShape shape_of(const AttentionBwdParams& p) {
   const bool varlen = p.cu_seqlens_q.defined();
