@@ -114,6 +114,7 @@ def main():
                        tflops=tf, torch_tflops=peer_tf, speedup_vs_torch=peer_ms / ms, bar=1.3,
                        fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer, max_diff_vs_torch=err)
             rows.append(row)
+            write_rows(args.out, "bench_flex.jsonl", rows)  # after every row: a call cut short keeps what it finished
             print(f"{name:18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x {tf / dense_tf:8.2f} "
                   f"{err:9.2e}", flush=True)
             if args.no_backward:
@@ -130,6 +131,7 @@ def main():
             rows.append(dict(meta, op="flex_bwd", case=name, B=B, H=H, S=S, D=D, density=density, ms=ms, torch_ms=peer_ms,
                              tflops=tf, torch_tflops=peer_tf, speedup_vs_torch=peer_ms / ms, bar=1.3,
                              fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer_bwd, max_diff_vs_torch=err))
+            write_rows(args.out, "bench_flex.jsonl", rows)
             print(f"{name + ' bwd':18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x "
                   f"{tf / dense_tf:8.2f} {err:9.2e}", flush=True)
     rows += decode_rows(meta, dev, args.quick)
