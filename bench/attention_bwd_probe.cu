@@ -15,20 +15,13 @@
 #include <cstring>
 #include <vector>
 
+#include "bench/probe_fill.cuh"
 #include "src/cuda/attention/bwd_launch.cuh"
 #include "src/cuda/attention/bwd_workspace.hpp"
 #include "src/cuda/attention/fwd_launch.cuh"
 
 using namespace attnkit::cuda;
 using Elt = cutlass::bfloat16_t;
-
-__global__ void fill(Elt* p, size_t n, uint32_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 13; x *= 0x5bd1e995; x ^= x >> 15;
-    p[i] = Elt((float(x & 0xffff) / 65536.f - 0.5f) * 3.4f);
-  }
-}
 
 // One shape: the forward once (for O and a real LSE), then each mode's backward timed.
 template <int D>
