@@ -1,10 +1,11 @@
 // bench/attention_bwd_probe.cu — A/B probe of the softmax attention backward: times the bf16 D64 /
 // D128 instantiations (preprocess, main kernel, dQ postprocess: one launch_attention_bwd) at a few
 // shapes with CUDA events (median of 30 launches), the default and the deterministic (ordered dQ,
-// one chain or two: AttnBwdArgs::dq_chains) modes alternated, nothing else linked in. Built once per variant by bench/attention_fwd_ab.sh
-// (PROBE=attention_bwd_probe), whose header copies shadow the tree's. Not a benchmark of record
-// (no peers; bench/bench_attention_bwd.py is): a bisecting and profiling tool. CMake builds the
-// tree's own variant as the attention_bwd_probe target.
+// one chain or two: AttnBwdArgs::dq_chains) modes alternated, nothing else linked in. Built once
+// per variant by bench/attention_fwd_ab.sh (PROBE=attention_bwd_probe), whose header copies
+// shadow the tree's. Not a benchmark of record (no peers; bench/bench_attention_bwd.py is): a
+// bisecting and profiling tool. CMake builds the tree's own variant as the attention_bwd_probe
+// target.
 //   bwd_probe                        the default shapes, twice
 //   bwd_probe D S B [causal] [mode]  one shape, mode 0 default, 1 / 2 ordered dQ in 1 / 2 chains
 //                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
