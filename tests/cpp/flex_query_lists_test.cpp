@@ -1,63 +1,30 @@
 // tests/cpp/flex_query_lists_test.cpp — the CUDA flex backward's query tile lists
-// (src/cuda/flex/block_lists.hpp), built on the CPU by the same per-thread code the kernels run,
-// against a brute force over random BlockMasks: every key block lists exactly the query tiles of
-// the query blocks whose kv lists name it — partial ones first, each group last to first — and
-// each entry's turn is the number of earlier key blocks that query block names (the deterministic
+// (src/cuda/flex/block_lists.hpp), built on the CPU by the one-thread reference the kernels are
+// checked against (flex_query_lists_gpu_test.cu), against a brute force over random BlockMasks:
+// every key block lists exactly the query tiles of the query blocks whose kv lists name it —
+// partial ones first, each group last to first — and each entry's turn is the number of earlier key blocks that query block names (the deterministic
 // dQ order relies on it; a wrong turn would deadlock).
 #include <gtest/gtest.h>
 
 #include <random>
 #include <vector>
 
-#include "src/cuda/flex/block_lists.hpp"
+#include "flex_random_lists.hpp"
 
 namespace attnkit::cuda::flex {
 namespace {
 
-struct Mask {  // [bm, hm, nq] counts and [bm, hm, nq, nk] indices, partial and full
-  std::vector<int32_t> num, idx, full_num, full_idx;
-};
-
-BlockList list_of(const std::vector<int32_t>& num, const std::vector<int32_t>& idx, int hm, int nq, int nk) {
-  BlockList l;
-  l.num = num.data();
-  l.index = idx.data();
-  l.num_stride[0] = int64_t(hm) * nq;
-  l.num_stride[1] = nq;
-  l.num_stride[2] = 1;
-  l.index_stride[0] = int64_t(hm) * nq * nk;
-  l.index_stride[1] = int64_t(nq) * nk;
-  l.index_stride[2] = nk;
-  l.index_stride[3] = 1;
-  return l;
-}
-
 TEST(FlexQueryLists, MatchBruteForceOverRandomBlockMasks) {
   std::mt19937 rng(7);
-  std::uniform_int_distribution<int> dim(1, 3), blocks(1, 9), state(0, 2), sub(1, 3), short_tail(0, 2);
   for (int trial = 0; trial < 500; ++trial) {
-    const int bm = dim(rng), hm = dim(rng), nq = blocks(rng), nk = blocks(rng), q_sub = sub(rng);
-    const int m_tiles = nq * q_sub - (q_sub > 1 ? short_tail(rng) % q_sub : 0);  // the last query block may be short
-    // block state per (b, h, r, kb): 0 absent, 1 partial, 2 full; listed in a random order.
-    std::vector<int> st(size_t(bm) * hm * nq * nk);
-    for (int& s : st) s = state(rng);
-    Mask m{std::vector<int32_t>(size_t(bm) * hm * nq), std::vector<int32_t>(st.size(), -1),
-           std::vector<int32_t>(size_t(bm) * hm * nq), std::vector<int32_t>(st.size(), -1)};
-    for (size_t row = 0; row < m.num.size(); ++row) {
-      std::vector<int> order(nk);
-      for (int kb = 0; kb < nk; ++kb) order[kb] = kb;
-      std::shuffle(order.begin(), order.end(), rng);
-      for (int kb : order) {
-        const int s = st[row * nk + kb];
-        if (s == 1) m.idx[row * nk + m.num[row]++] = kb;
-        if (s == 2) m.full_idx[row * nk + m.full_num[row]++] = kb;
-      }
-    }
-    std::vector<int32_t> cells(st.size()), num(size_t(bm) * hm * nk), num_partial(num.size()),
-        tiles(num.size() * m_tiles, -1), turns(num.size() * m_tiles, -1);
+    const RandomLists m(rng, 3, 9);
+    const int bm = m.bm, hm = m.hm, nq = m.nq, nk = m.nk, q_sub = m.q_sub, m_tiles = m.m_tiles;
+    const std::vector<int>& st = m.st;
+    std::vector<int32_t> cells(st.size()), num(m.columns()), num_partial(num.size()), tiles(num.size() * m_tiles, -1),
+        turns(num.size() * m_tiles, -1);
     ListBuildArgs x;
-    x.partial = list_of(m.num, m.idx, hm, nq, nk);
-    x.full = list_of(m.full_num, m.full_idx, hm, nq, nk);
+    x.partial = m.list(m.num.data(), m.idx.data());
+    x.full = m.list(m.full_num.data(), m.full_idx.data());
     x.nq = nq;
     x.q_sub = q_sub;
     x.cells = cells.data();

@@ -33,10 +33,7 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
   if (a.batch == 0 || a.heads_q == 0) return cudaSuccess;
 
   const int max_rows = (a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM * T::kBlockM;
-  if (max_rows > 0) {
-    const dim3 grid((max_rows + kPreprocessRows - 1) / kPreprocessRows, a.heads_q, a.batch);
-    attention_bwd_preprocess_kernel<Element><<<grid, 256, 0, stream>>>(a);
-  }
+  if (max_rows > 0) attention_bwd_preprocess_kernel<Element, kHeadDim><<<dim3(max_rows / T::kBlockM, a.heads_q, a.batch), 256, 0, stream>>>(a);
 
   const int batch_dim = varlen ? 1 : a.batch;
   auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };

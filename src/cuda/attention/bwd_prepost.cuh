@@ -2,8 +2,7 @@
 //
 //  preprocess:  per query row, delta = rowsum(dO * O) (fp32) and lse2 = lse * log2(e), into the
 //               padded-row buffers (padding and rows with no visible key get lse2 = +inf, delta 0);
-//               and zeroes the row's share of dq_accum (1/64 of its query tile's block, in
-//               every chain's copy).
+//               and zeroes the query tile's dq_accum block (in every chain's copy).
 //  dq:          dq = scale * dq_accum (its chains' copies summed in chain order), read back in the
 //               MMA order the main kernel staged it in.
 //  dkv (GQA):   dk, dv = the fp32 kv-head buffer (atomic), or the ordered sum over the query heads
@@ -15,38 +14,72 @@
 
 namespace attnkit::cuda::attn {
 
-constexpr int kPreprocessRows = 8;  // one warp per row
-
-// grid (ceil(max padded rows / 8), heads_q, batch), 256 threads.
-template <class Element>
+// grid (query tiles of the longest sequence, heads_q, batch), 256 threads: one block per query
+// tile of kBwdBlockM rows. The tile's O and dO rows are read in 16-byte pieces, piece
+// p = 256 i + t for thread t in pass i, so a row's D / 8 pieces lie on adjacent lanes and its delta
+// is a shuffle sum among them; every load of the tile is issued before the first sum (a warp per
+// row with 2-byte loads ran at ~2.4 TB/s at D128 and ~1.6 TB/s at D64: docs/perf/attention_bwd.md,
+// "Preprocess"). The tile's dq_accum block (kBwdBlockM * D floats, contiguous) is zeroed in
+// 16-byte stores.
+template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const AttnBwdArgs a) {
-  const int b = blockIdx.z, h = blockIdx.y, lane = threadIdx.x % 32;
-  const int r = blockIdx.x * kPreprocessRows + threadIdx.x / 32;
+  constexpr int kRowPieces = kHeadDim / 8;              // 16-byte pieces a row: 8 / 16 / 32
+  constexpr int kRowsPerPass = 256 / kRowPieces;        // 32 / 16 / 8
+  constexpr int kPasses = kBwdBlockM / kRowsPerPass;    // 2 / 4 / 8
+  static_assert(kRowPieces <= 32 && kBwdBlockM % kRowsPerPass == 0);
+  const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   const SeqInfo seq(a, b);
-  if (r >= (seq.seqlen_q + kBwdBlockM - 1) / kBwdBlockM * kBwdBlockM) return;
+  if (m * kBwdBlockM >= seq.seqlen_q) return;  // past this sequence's padded rows
   const bool varlen = a.cu_seqlens_q != nullptr;
-  float delta = 0.f, lse2 = INFINITY;
-  if (r < seq.seqlen_q) {
+  const Element* o = static_cast<const Element*>(a.out) + (varlen ? 0 : b * a.o_stride[0]) + h * a.o_stride[2];
+  const Element* g = static_cast<const Element*>(a.dout) + (varlen ? 0 : b * a.do_stride[0]) + h * a.do_stride[2];
+  // 16-byte loads where every row of this (sequence, head) starts 16-byte aligned (always with
+  // contiguous tensors); otherwise element loads. Uniform across the block.
+  const bool vec = ((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(g)) % 16 == 0) && a.o_stride[1] % 8 == 0 &&
+                   a.do_stride[1] % 8 == 0;
+  const int col = (t % kRowPieces) * 8;
+  float part[kPasses];  // this thread's share of its row's delta, per pass
+  CUTE_UNROLL
+  for (int i = 0; i < kPasses; ++i) {
+    const int r = m * kBwdBlockM + i * kRowsPerPass + t / kRowPieces;
+    part[i] = 0.f;
+    if (r >= seq.seqlen_q) continue;
     const int64_t token = int64_t(seq.offset_q) + r;
-    const Element* o = static_cast<const Element*>(a.out) + (varlen ? 0 : b * a.o_stride[0]) + token * a.o_stride[1] + h * a.o_stride[2];
-    const Element* g = static_cast<const Element*>(a.dout) + (varlen ? 0 : b * a.do_stride[0]) + token * a.do_stride[1] +
-                       h * a.do_stride[2];
-    for (int c = 2 * lane; c < a.head_dim; c += 64) delta += float(o[c]) * float(g[c]) + float(o[c + 1]) * float(g[c + 1]);
-    for (int w = 16; w > 0; w /= 2) delta += __shfl_xor_sync(0xffffffff, delta, w);
-    const float lse = a.lse[(varlen ? 0 : b * a.lse_stride[0]) + h * a.lse_stride[1] + token * a.lse_stride[2]];
-    lse2 = lse == -INFINITY ? INFINITY : lse * float(M_LOG2E);
+    const Element* orow = o + token * a.o_stride[1] + col;
+    const Element* grow = g + token * a.do_stride[1] + col;
+    cutlass::AlignedArray<Element, 8> ov, gv;
+    if (vec) {
+      ov = *reinterpret_cast<const cutlass::AlignedArray<Element, 8>*>(orow);
+      gv = *reinterpret_cast<const cutlass::AlignedArray<Element, 8>*>(grow);
+    } else {
+      CUTE_UNROLL
+      for (int e = 0; e < 8; ++e) ov[e] = orow[e], gv[e] = grow[e];
+    }
+    CUTE_UNROLL
+    for (int e = 0; e < 8; ++e) part[i] += float(ov[e]) * float(gv[e]);
   }
-  const int64_t idx = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + r;
-  if (lane == 0) {
-    a.delta[idx] = delta;
-    a.lse2[idx] = lse2;
-  }
+  const int64_t row0 = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + int64_t(m) * kBwdBlockM;
   // dq_accum is read-modify-written in query-tile blocks of kBwdBlockM * D floats (MMA order, not
-  // row order); row r zeroes the (r % kBwdBlockM)-th D-float slice of its tile's block, so the
-  // tile's rows together zero all of it.
+  // row order): the block zeroes its tile's whole block, in every chain's copy.
   for (int chain = 0; chain < a.dq_chains; ++chain) {
-    float4* acc = reinterpret_cast<float4*>(a.dq_accum + (a.chain_row0(chain) + idx) * a.head_dim);
-    for (int c = lane; c < a.head_dim / 4; c += 32) acc[c] = make_float4(0.f, 0.f, 0.f, 0.f);
+    float4* acc = reinterpret_cast<float4*>(a.dq_accum + (a.chain_row0(chain) + row0) * kHeadDim);
+    CUTE_UNROLL
+    for (int j = t; j < kBwdBlockM * kHeadDim / 4; j += 256) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  CUTE_UNROLL
+  for (int i = 0; i < kPasses; ++i) {
+    float delta = part[i];
+    CUTE_UNROLL
+    for (int w = kRowPieces / 2; w > 0; w /= 2) delta += __shfl_xor_sync(0xffffffff, delta, w);
+    const int lr = i * kRowsPerPass + t / kRowPieces, r = m * kBwdBlockM + lr;  // rows past Sq: padding
+    if (t % kRowPieces != 0) continue;
+    float lse2 = INFINITY;  // padding, and rows that see no key (lse = -inf)
+    if (r < seq.seqlen_q) {
+      const float lse = a.lse[(varlen ? 0 : b * a.lse_stride[0]) + h * a.lse_stride[1] + (int64_t(seq.offset_q) + r) * a.lse_stride[2]];
+      if (lse != -INFINITY) lse2 = lse * float(M_LOG2E);
+    }
+    a.delta[row0 + lr] = delta;
+    a.lse2[row0 + lr] = lse2;
   }
 }
 

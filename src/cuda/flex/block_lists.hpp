@@ -10,7 +10,10 @@
 //           ordered dQ reduction of the row's query tiles.
 //  gather (per mask batch, head, key block kb):  walks its column, query blocks last to first, and
 //           writes the query tiles of the partial blocks, then of the full ones, with their turns.
-// Both are O(Bm * Hm * nq * nk), as the BlockMask itself.
+// Both are O(Bm * Hm * nq * nk), as the BlockMask itself. The two functions below are the
+// one-thread reference (the CPU tests run them); the kernels (bwd_lists.cuh) compute the same
+// tables a block per row and a warp per column, and flex_query_lists_gpu_test.cu checks them
+// against it.
 #pragma once
 #include <cstdint>
 
