@@ -104,6 +104,7 @@ def main():
                    flash_tflops=f / fl_ms / 1e9, ratio_cudnn=cud_ms / ms, ratio_flash=fl_ms / ms,
                    deterministic_cost=det_ms / ms - 1, max_dq_err_vs_sdpa=err)
         rows.append(row)
+        write_rows(args.out, "bench_attention_bwd.jsonl", rows)  # after every case: a call cut short keeps them
         name = f"B{B} Hq{Hq} Hkv{Hkv} S{S} D{D}{' causal' if causal else ''}"
         print(f"{name:38s} {row['tflops']:8.1f} {f / det_ms / 1e9:8.1f} {row['cudnn_tflops']:8.1f} {row['flash_tflops']:8.1f} "
               f"{row['ratio_cudnn']:8.2f}x {row['ratio_flash']:8.2f}x {100 * row['deterministic_cost']:7.0f}%  {err:.3g}", flush=True)
