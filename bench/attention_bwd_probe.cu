@@ -1,5 +1,5 @@
 // bench/attention_bwd_probe.cu — A/B probe of the softmax attention backward: times the bf16 D64 /
-// D128 instantiations (preprocess, main kernel, dQ postprocess: one launch_attention_bwd) at a few
+// D128 (and, one shape at a time, D256) instantiations (preprocess, main kernel, dQ postprocess: one launch_attention_bwd) at a few
 // shapes with CUDA events (median of 30 launches), the default and the deterministic (ordered dQ,
 // one chain or two: AttnBwdArgs::dq_chains) modes alternated, nothing else linked in. Built once
 // per variant by bench/attention_fwd_ab.sh (PROBE=attention_bwd_probe), whose header copies
@@ -89,6 +89,7 @@ int main(int argc, char** argv) {
     const bool causal = argc >= 5 && atoi(argv[4]) != 0;
     const int mode = argc >= 6 ? atoi(argv[5]) : 0;
     if (d == 64) run_case<64>(b, s, causal, {mode}, sms, counter);
+    else if (d == 256) run_case<256>(b, s, causal, {mode}, sms, counter);  // one shape only: the split-D kernel
     else run_case<128>(b, s, causal, {mode}, sms, counter);
     return 0;
   }
