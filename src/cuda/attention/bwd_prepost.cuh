@@ -33,10 +33,8 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
   const bool varlen = a.cu_seqlens_q != nullptr;
   const Element* o = static_cast<const Element*>(a.out) + (varlen ? 0 : b * a.o_stride[0]) + h * a.o_stride[2];
   const Element* g = static_cast<const Element*>(a.dout) + (varlen ? 0 : b * a.do_stride[0]) + h * a.do_stride[2];
-  // 16-byte loads where every row of this (sequence, head) starts 16-byte aligned (always with
-  // contiguous tensors); otherwise element loads. Uniform across the block.
-  const bool vec = ((reinterpret_cast<uintptr_t>(o) | reinterpret_cast<uintptr_t>(g)) % 16 == 0) && a.o_stride[1] % 8 == 0 &&
-                   a.do_stride[1] % 8 == 0;
+  // Rows start 16-byte aligned: check_bwd_tma_operands asks out and dout for 16-byte aligned
+  // pointers and strides (TMA's rule), so 16-byte loads are always legal here.
   const int col = (t % kRowPieces) * 8;
   float part[kPasses];  // this thread's share of its row's delta, per pass
   CUTE_UNROLL
@@ -47,14 +45,8 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
     const int64_t token = int64_t(seq.offset_q) + r;
     const Element* orow = o + token * a.o_stride[1] + col;
     const Element* grow = g + token * a.do_stride[1] + col;
-    cutlass::AlignedArray<Element, 8> ov, gv;
-    if (vec) {
-      ov = *reinterpret_cast<const cutlass::AlignedArray<Element, 8>*>(orow);
-      gv = *reinterpret_cast<const cutlass::AlignedArray<Element, 8>*>(grow);
-    } else {
-      CUTE_UNROLL
-      for (int e = 0; e < 8; ++e) ov[e] = orow[e], gv[e] = grow[e];
-    }
+    const auto ov = *reinterpret_cast<const cutlass::AlignedArray<Element, 8>*>(orow);
+    const auto gv = *reinterpret_cast<const cutlass::AlignedArray<Element, 8>*>(grow);
     CUTE_UNROLL
     for (int e = 0; e < 8; ++e) part[i] += float(ov[e]) * float(gv[e]);
   }
