@@ -1,7 +1,8 @@
 // bench/attention_bwd_probe.cu — A/B probe of the softmax attention backward: times the bf16 D64 /
 // D128 (and, one shape at a time, D256) instantiations (preprocess, main kernel, dQ postprocess: one launch_attention_bwd) at a few
 // shapes with CUDA events (median of 30 launches), the default and the deterministic (ordered dQ,
-// one chain or two: AttnBwdArgs::dq_chains) modes alternated, nothing else linked in. Built once
+// one chain or two: AttnBwdArgs::dq_chains) modes alternated, nothing else linked in; prints a
+// fingerprint of dq per mode (sum |dq|, a hash of its bits) to compare variants. Built once
 // per variant by bench/attention_fwd_ab.sh (PROBE=attention_bwd_probe), whose header copies
 // shadow the tree's. Not a benchmark of record (no peers; bench/bench_attention_bwd.py is): a
 // bisecting and profiling tool. CMake builds the tree's own variant as the attention_bwd_probe
@@ -11,6 +12,8 @@
 //                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
 #include <cuda_runtime.h>
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -72,9 +75,22 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
     }
     std::sort(ts.begin(), ts.end());
     const double ms = ts[ts.size() / 2];
-    printf("D%-3d S%-5d B%-2d %-6s %-4s %7.3f ms %6.1f TFLOP/s  err=%s\n", D, S, B, causal ? "causal" : "",
+    // dq's fingerprint, to compare variants: sum |dq| and a hash of its bits (equal across builds in
+    // the ordered modes when the adds are the same; the default mode's order varies run to run).
+    std::vector<uint16_t> h(n);
+    cudaMemcpy(h.data(), dq, n * 2, cudaMemcpyDeviceToHost);
+    double sum = 0;
+    uint32_t hash = 2166136261u;
+    for (uint16_t x : h) {
+      uint32_t bits = uint32_t(x) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      sum += std::fabs(f);
+      hash = (hash ^ x) * 16777619u;
+    }
+    printf("D%-3d S%-5d B%-2d %-6s %-4s %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, causal ? "causal" : "",
            mode == 0 ? "" : mode == 1 ? "det1" : "det2",
-           ms, flops / ms / 1e9, cudaGetErrorString(cudaGetLastError()));
+           ms, flops / ms / 1e9, sum, hash, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);
   }
   for (Elt* p : {q, k, v, o, dout, dq, dk, dv}) cudaFree(p);

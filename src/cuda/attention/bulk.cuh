@@ -1,5 +1,5 @@
-// src/cuda/attention/bulk.cuh — the 1-D bulk reduce-add (shared -> global fp32, in L2) and the
-// waits on its bulk group, as one thread issues them. CuTe has the bulk copies but not the add.
+// src/cuda/attention/bulk.cuh — the 1-D bulk reduce-add and store (shared -> global fp32, in L2)
+// and the waits on their bulk group, as one thread issues them. CuTe has the bulk copies but not the add.
 #pragma once
 #include <cute/arch/copy_sm90_tma.hpp>
 
@@ -10,6 +10,13 @@ CUTE_DEVICE void bulk_reduce_add_f32(float* global, const float* shared, int byt
   const uint32_t s = cute::cast_smem_ptr_to_uint(shared);
   asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(global), "r"(s), "r"(bytes)
                : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+
+// global[0 .. bytes/4) = shared[0 .. bytes/4); bytes a multiple of 16.
+CUTE_DEVICE void bulk_store_f32(float* global, const float* shared, int bytes) {
+  const uint32_t s = cute::cast_smem_ptr_to_uint(shared);
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(global), "r"(s), "r"(bytes) : "memory");
   asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
 }
 

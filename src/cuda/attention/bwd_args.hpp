@@ -53,7 +53,10 @@ struct AttnBwdArgs {
   float* dq_accum = nullptr;    // [dq_chains, heads_q, rows_padded / kBlockM] tiles of kBlockM * D, MMA order
   float* dk_accum = nullptr;    // GQA only: [rows_k, heads_kv or heads_q, D] (atomic or split)
   float* dv_accum = nullptr;
-  int* dq_semaphore = nullptr;  // ordered_dq only: [dq_chains, heads_q, rows_padded / kBlockM] int
+  // [dq_chains + 1, heads_q, rows_padded / kBlockM] int, zeroed by the preprocess: per chain and query
+  // tile the adds landed (ordered; the default mode counts only the first, the store), then per
+  // query tile the default mode's claims (who stores first: bwd_dq_writer.cuh).
+  int* dq_semaphore = nullptr;
   // The first padded row of chain c's copy: copies of dq_accum (and of the semaphores, a row per
   // kBwdBlockM) lie heads_q * rows_padded rows apart.
   ATTNKIT_HD int64_t chain_row0(int chain) const { return int64_t(chain) * heads_q * rows_padded; }

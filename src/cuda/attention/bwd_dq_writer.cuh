@@ -4,11 +4,16 @@
 // one bulk reduce-add, and frees the buffer once the add has read it (ordered: landed). The
 // consumers never wait on global memory for dQ; the second buffer gives the writer a tile of slack.
 //
-// The ordered mode (deterministic, or chosen for speed: bwd_dispatch.cu) adds the partials of each
-// query tile in key-tile order, within each of a.dq_chains chains (key tile n in chain n % chains,
-// with its own copy of dq_accum and semaphores): a semaphore per (chain, query tile) counts the key
-// tiles whose add has landed; key tile n waits for its turn (the number of key tiles of its chain
-// before it that meet the tile), adds, waits for completion, and bumps the count with a release.
+// dq_accum is not zeroed: the first partial of each query tile (of each chain's copy) is stored,
+// the others added after it has landed, and the dq postprocess skips a copy nobody wrote (its
+// semaphore still 0). The ordered mode (deterministic, or chosen for speed: bwd_dispatch.cu) adds
+// the partials of each query tile in key-tile order, within each of a.dq_chains chains (key tile n
+// in chain n % chains, with its own copy of dq_accum and semaphores): a semaphore per (chain, query
+// tile) counts the key tiles whose add has landed; key tile n waits for its turn (the number of key
+// tiles of its chain before it that meet the tile; turn 0 stores), writes, waits for completion,
+// and bumps the count with a release. The default mode takes the first write by a claim (an
+// atomic count per query tile: whoever draws 0 stores, then releases the semaphore); the others
+// wait for that release once, then add without ordering among themselves.
 #pragma once
 #include "src/cuda/attention/bulk.cuh"
 #include "src/cuda/attention/bwd_traits.cuh"
@@ -34,14 +39,24 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
     if (leader) {
       // (Recomputed per tile, not kept: this warp runs on the producer's 24 registers.)
       const int64_t rows = tile.row_block(a, m) + a.chain_row0(tile.dq_chain());
-      int* sem = a.ordered_dq ? a.dq_semaphore + rows / T::kBlockM : nullptr;
-      if (sem) {
+      int* sem = a.dq_semaphore + rows / T::kBlockM;
+      bool first;
+      if (a.ordered_dq) {
         const int turn = tile.dq_turn(j);
+        first = turn == 0;
         while (load_acquire(sem) != turn) {
         }
+      } else {  // one chain: the claims follow its semaphores
+        first = atomicAdd(sem + a.chain_row0(1) / T::kBlockM, 1) == 0;
+        if (!first)
+          while (load_acquire(sem) == 0) {
+          }
       }
-      bulk_reduce_add_f32(a.dq_accum + rows * T::kHeadDim, smem.dq.data() + buf * T::kDqFloats, T::kDqFloats * sizeof(float));
-      if (sem) {  // the next key tile may add once this add has landed
+      float* dst = a.dq_accum + rows * T::kHeadDim;
+      const float* src = smem.dq.data() + buf * T::kDqFloats;
+      if (first) bulk_store_f32(dst, src, T::kDqFloats * sizeof(float));
+      else bulk_reduce_add_f32(dst, src, T::kDqFloats * sizeof(float));
+      if (a.ordered_dq || first) {  // the next writer of the tile may go once this write has landed
         bulk_wait_all();
         red_release_add(sem, 1);
       } else {

@@ -1,5 +1,5 @@
-// src/cuda/attention/bwd_launch.cuh — host side of one backward instantiation: zero the GQA and
-// semaphore buffers, preprocess (which also zeroes dq_accum), main kernel over (key tile, query
+// src/cuda/attention/bwd_launch.cuh — host side of one backward instantiation: zero the GQA
+// buffers, preprocess (which also zeroes the dQ semaphores), main kernel over (key tile, query
 // head, sequence), postprocess.
 #pragma once
 #include <cuda_runtime.h>
@@ -21,10 +21,8 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
   const bool varlen = a.cu_seqlens_q != nullptr;
   const bool gqa = a.heads_q != a.heads_kv;
   const int64_t rows_k = varlen ? a.seqlen_k : int64_t(a.batch) * a.seqlen_k;
-  const int64_t q_rows = int64_t(a.heads_q) * a.rows_padded;
-  cudaError_t err = cudaSuccess;  // dq_accum is zeroed by the preprocess kernel
-  if (a.ordered_dq) err = cudaMemsetAsync(a.dq_semaphore, 0, a.dq_chains * (q_rows / T::kBlockM) * sizeof(int), stream);
-  if (err == cudaSuccess && gqa && !a.split_dkv) {
+  cudaError_t err = cudaSuccess;  // the dQ semaphores are zeroed by the preprocess kernel
+  if (gqa && !a.split_dkv) {
     const size_t bytes = rows_k * a.heads_kv * kHeadDim * sizeof(float);
     err = cudaMemsetAsync(a.dk_accum, 0, bytes, stream);
     if (err == cudaSuccess) err = cudaMemsetAsync(a.dv_accum, 0, bytes, stream);

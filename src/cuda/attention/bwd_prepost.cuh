@@ -2,7 +2,8 @@
 //
 //  preprocess:  per query row, delta = rowsum(dO * O) (fp32) and lse2 = lse * log2(e), into the
 //               padded-row buffers (padding and rows with no visible key get lse2 = +inf, delta 0);
-//               and zeroes the query tile's dq_accum block (in every chain's copy).
+//               and zeroes the query tile's dQ semaphores and claim (dq_accum is not zeroed: the
+//               first writer of a tile stores, bwd_dq_writer.cuh).
 //  dq:          dq = scale * dq_accum (its chains' copies summed in chain order), read back in the
 //               MMA order the main kernel staged it in.
 //  dkv (GQA):   dk, dv = the fp32 kv-head buffer (atomic), or the ordered sum over the query heads
@@ -19,8 +20,7 @@ namespace attnkit::cuda::attn {
 // p = 256 i + t for thread t in pass i, so a row's D / 8 pieces lie on adjacent lanes and its delta
 // is a shuffle sum among them; every load of the tile is issued before the first sum (a warp per
 // row with 2-byte loads ran at ~2.4 TB/s at D128 and ~1.6 TB/s at D64: docs/perf/attention_bwd.md,
-// "Preprocess"). The tile's dq_accum block (kBwdBlockM * D floats, contiguous) is zeroed in
-// 16-byte stores.
+// "Preprocess").
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const AttnBwdArgs a) {
   constexpr int kRowPieces = kHeadDim / 8;              // 16-byte pieces a row: 8 / 16 / 32
@@ -51,13 +51,7 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
     for (int e = 0; e < 8; ++e) part[i] += float(ov[e]) * float(gv[e]);
   }
   const int64_t row0 = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + int64_t(m) * kBwdBlockM;
-  // dq_accum is read-modify-written in query-tile blocks of kBwdBlockM * D floats (MMA order, not
-  // row order): the block zeroes its tile's whole block, in every chain's copy.
-  for (int chain = 0; chain < a.dq_chains; ++chain) {
-    float4* acc = reinterpret_cast<float4*>(a.dq_accum + (a.chain_row0(chain) + row0) * kHeadDim);
-    CUTE_UNROLL
-    for (int j = t; j < kBwdBlockM * kHeadDim / 4; j += 256) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-  }
+  if (t <= a.dq_chains) a.dq_semaphore[(a.chain_row0(t) + row0) / kBwdBlockM] = 0;  // each chain's, then the claim
   CUTE_UNROLL
   for (int i = 0; i < kPasses; ++i) {
     float delta = part[i];
@@ -89,6 +83,7 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs
   const int64_t rows = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + m * T::kBlockM;
   clear(acc);
   for (int chain = 0; chain < a.dq_chains; ++chain) {  // in chain order: the same bits every run
+    if (a.dq_semaphore[(a.chain_row0(chain) + rows) / T::kBlockM] == 0) continue;  // no key tile wrote this copy
     const float4* src = reinterpret_cast<const float4*>(a.dq_accum + (a.chain_row0(chain) + rows) * T::kHeadDim);
     CUTE_UNROLL
     for (int j = 0; j < size(acc) / 4; ++j) {

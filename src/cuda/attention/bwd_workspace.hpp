@@ -14,7 +14,7 @@ struct BwdShape {
   int64_t sq = 0, sk = 0;  // dense lengths, or the packed totals when varlen
   int64_t heads_q = 0, heads_kv = 0, head_dim = 0;
   bool varlen = false;
-  bool ordered_dq = false;  // a dQ semaphore per query tile
+  bool ordered_dq = false;  // dQ added in key-tile order (AttnBwdArgs::ordered_dq)
   int dq_chains = 1;         // copies of dq_accum and of the semaphores (AttnBwdArgs::dq_chains)
   bool split_dkv = false;   // GQA: per-query-head dK / dV buffers (else one per kv head)
 };
@@ -33,7 +33,7 @@ struct BwdWorkspace {
     lse2 = take(s.heads_q * rows_padded * 4);
     delta = take(s.heads_q * rows_padded * 4);
     dq_accum = take(s.dq_chains * s.heads_q * rows_padded * s.head_dim * 4);
-    if (s.ordered_dq) semaphore = take(s.dq_chains * s.heads_q * rows_padded / m * 4);
+    semaphore = take((s.dq_chains + 1) * s.heads_q * rows_padded / m * 4);  // per chain, then the claims
     if (s.heads_q != s.heads_kv) {
       const int64_t heads = s.split_dkv ? s.heads_q : s.heads_kv;
       dk_accum = take(rows_k * heads * s.head_dim * 4);
@@ -52,7 +52,7 @@ struct BwdWorkspace {
     a.lse2 = reinterpret_cast<float*>(base + lse2);
     a.delta = reinterpret_cast<float*>(base + delta);
     a.dq_accum = reinterpret_cast<float*>(base + dq_accum);
-    if (a.ordered_dq) a.dq_semaphore = reinterpret_cast<int*>(base + semaphore);
+    a.dq_semaphore = reinterpret_cast<int*>(base + semaphore);
     if (a.heads_q != a.heads_kv) {
       a.dk_accum = reinterpret_cast<float*>(base + dk_accum);
       a.dv_accum = reinterpret_cast<float*>(base + dv_accum);
