@@ -45,6 +45,11 @@ struct AttnBwdArgs {
   // copies in chain order. Key tile n then waits for n / dq_chains predecessors, not n, when the
   // CTAs of a head start together (docs/perf/attention_bwd.md, "Two dQ chains").
   int dq_chains = 1;
+  // Default mode only: the preprocess zeroes dq_accum and every key tile adds, instead of the first
+  // writer of a query tile storing (a claim per tile, the others waiting for it to land). Chosen
+  // where many key tiles meet each query tile: there the claims' waits cost more than the zeroing
+  // (docs/perf/attention_bwd.md, "dQ without the zeroing").
+  bool dq_zeroed = false;
 
   // Workspace (fp32 unless noted), carved by the dispatcher.
   int rows_padded = 0;          // padded query rows per head (see above)
@@ -62,6 +67,12 @@ struct AttnBwdArgs {
   ATTNKIT_HD int64_t chain_row0(int chain) const { return int64_t(chain) * heads_q * rows_padded; }
   void* stream = nullptr;
 };
+
+// AttnBwdArgs::dq_zeroed's rule: the default mode with more than 2048 keys. Measured on an H100
+// (bench/results/2026-11-23-h100-attention-bwd-dq-first-store-ab-probe.txt): the first-writer store
+// took S512 4-9% and S2k 0-3% faster, S16k 1-4% slower (every key tile of a head meets each query
+// tile at about the same moment there, so most of them wait for the first store to land).
+inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k) { return !ordered_dq && max_seqlen_k > 2048; }
 
 // First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).
 #if defined(__CUDACC__)

@@ -97,6 +97,7 @@ Status attention_backward(const AttentionBwdParams& p) {
   if (a.batch > 65535)
     return Unsupported("cu_seqlens_q: the CUDA backward takes at most 65535 sequences per call, got " + std::to_string(a.batch));
   a.ordered_dq = ordered_dq(p);
+  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k);
   a.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
 
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)

@@ -13,7 +13,8 @@
 // tiles of its chain before it that meet the tile; turn 0 stores), writes, waits for completion,
 // and bumps the count with a release. The default mode takes the first write by a claim (an
 // atomic count per query tile: whoever draws 0 stores, then releases the semaphore); the others
-// wait for that release once, then add without ordering among themselves.
+// wait for that release once, then add without ordering among themselves — unless a.dq_zeroed:
+// then every partial is added into the zeroed dq_accum.
 #pragma once
 #include "src/cuda/attention/bulk.cuh"
 #include "src/cuda/attention/bwd_traits.cuh"
@@ -40,13 +41,13 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
       // (Recomputed per tile, not kept: this warp runs on the producer's 24 registers.)
       const int64_t rows = tile.row_block(a, m) + a.chain_row0(tile.dq_chain());
       int* sem = a.dq_semaphore + rows / T::kBlockM;
-      bool first;
+      bool first = false;
       if (a.ordered_dq) {
         const int turn = tile.dq_turn(j);
         first = turn == 0;
         while (load_acquire(sem) != turn) {
         }
-      } else {  // one chain: the claims follow its semaphores
+      } else if (!a.dq_zeroed) {  // one chain: the claims follow its semaphores
         first = atomicAdd(sem + a.chain_row0(1) / T::kBlockM, 1) == 0;
         if (!first)
           while (load_acquire(sem) == 0) {

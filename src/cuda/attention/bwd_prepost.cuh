@@ -2,8 +2,8 @@
 //
 //  preprocess:  per query row, delta = rowsum(dO * O) (fp32) and lse2 = lse * log2(e), into the
 //               padded-row buffers (padding and rows with no visible key get lse2 = +inf, delta 0);
-//               and zeroes the query tile's dQ semaphores and claim (dq_accum is not zeroed: the
-//               first writer of a tile stores, bwd_dq_writer.cuh).
+//               and zeroes the query tile's dQ semaphores and claim, and its dq_accum block only
+//               where a.dq_zeroed (otherwise the first writer of a tile stores: bwd_dq_writer.cuh).
 //  dq:          dq = scale * dq_accum (its chains' copies summed in chain order), read back in the
 //               MMA order the main kernel staged it in.
 //  dkv (GQA):   dk, dv = the fp32 kv-head buffer (atomic), or the ordered sum over the query heads
@@ -52,6 +52,11 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
   }
   const int64_t row0 = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + int64_t(m) * kBwdBlockM;
   if (t <= a.dq_chains) a.dq_semaphore[(a.chain_row0(t) + row0) / kBwdBlockM] = 0;  // each chain's, then the claim
+  if (a.dq_zeroed) {  // one chain: the tile's kBwdBlockM * D floats (MMA order), contiguous
+    float4* acc = reinterpret_cast<float4*>(a.dq_accum + row0 * kHeadDim);
+    CUTE_UNROLL
+    for (int j = t; j < kBwdBlockM * kHeadDim / 4; j += 256) acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
   CUTE_UNROLL
   for (int i = 0; i < kPasses; ++i) {
     float delta = part[i];
@@ -83,7 +88,7 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs
   const int64_t rows = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + m * T::kBlockM;
   clear(acc);
   for (int chain = 0; chain < a.dq_chains; ++chain) {  // in chain order: the same bits every run
-    if (a.dq_semaphore[(a.chain_row0(chain) + rows) / T::kBlockM] == 0) continue;  // no key tile wrote this copy
+    if (!a.dq_zeroed && a.dq_semaphore[(a.chain_row0(chain) + rows) / T::kBlockM] == 0) continue;  // nobody wrote this copy
     const float4* src = reinterpret_cast<const float4*>(a.dq_accum + (a.chain_row0(chain) + rows) * T::kHeadDim);
     CUTE_UNROLL
     for (int j = 0; j < size(acc) / 4; ++j) {

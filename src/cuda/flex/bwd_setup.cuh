@@ -95,6 +95,7 @@ inline Status fill_bwd_args(const FlexBwdParams& p, AttnBwdArgs& a) {
   a.seqlen_k = a.max_seqlen_k = static_cast<int>(p.k.size(2));
   a.scale = static_cast<float>(p.scale ? *p.scale : 1.0 / std::sqrt(static_cast<double>(p.q.size(3))));
   a.ordered_dq = a.split_dkv = p.deterministic;  // deterministic: dQ in key-tile order, GQA sums in head order
+  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k);
   a.stream = p.stream;
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
     return InvalidArgument("workspace: the CUDA flex backward needs a 256-byte aligned device pointer");
