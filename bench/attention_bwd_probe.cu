@@ -8,8 +8,9 @@
 // bisecting and profiling tool. CMake builds the tree's own variant as the attention_bwd_probe
 // target.
 //   bwd_probe                        the default shapes, twice
-//   bwd_probe D S B [causal] [mode]  one shape, mode 0 default, 1 / 2 ordered dQ in 1 / 2 chains
-//                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
+//   bwd_probe D S B [causal] [mode]  one shape, mode 0 default (dq_zeroed_rule), 1 / 2 ordered dQ
+//                                    in 1 / 2 chains, 3 the default with the first-writer claims
+//                                    at any length (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -61,9 +62,10 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   cudaMalloc(&base, ws.total);
   const double flops = 10.0 * B * H * double(S) * S * D * (causal ? 0.5 : 1.0);
   for (int mode : modes) {
-    a.ordered_dq = mode > 0;  // before carve: it hands out the semaphores only to an ordered run
+    a.ordered_dq = mode == 1 || mode == 2;
     ws.carve(base, a);
-    a.dq_chains = mode > 1 ? 2 : 1;
+    a.dq_chains = mode == 2 ? 2 : 1;
+    a.dq_zeroed = mode == 0 && dq_zeroed_rule(false, S);  // mode 3: the default with the claims at any length
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
     std::vector<float> ts;
     for (int it = 0; it < 33; ++it) {
@@ -89,7 +91,7 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
       hash = (hash ^ x) * 16777619u;
     }
     printf("D%-3d S%-5d B%-2d %-6s %-4s %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, causal ? "causal" : "",
-           mode == 0 ? "" : mode == 1 ? "det1" : "det2",
+           mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : "claim",
            ms, flops / ms / 1e9, sum, hash, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);
   }
