@@ -1,8 +1,9 @@
 // tests/cpp/bwd_ranges_test.cpp — the tile ranges the CUDA backward iterates (bwd_ranges.hpp),
 // checked exhaustively against the mask rule on the CPU: every visible (query, key) pair lies in
 // a visited (query tile, key tile), and the key tiles visiting a query tile are one range starting
-// at first_key_tile() (the deterministic dQ order relies on it; a wrong turn would deadlock), and
-// each key tile's turn in its chain of ordered dQ adds (dq_turn_in_chain).
+// at first_key_tile() (the deterministic dQ order relies on it; a wrong turn would deadlock), their
+// number (key_tiles_meeting), and each key tile's turn in its chain of ordered dQ adds
+// (dq_turn_in_chain).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -47,6 +48,7 @@ TEST(BwdTileRanges, CoverEveryVisiblePairAndKeyTilesAreOneRange) {
           last = n;
         }
       if (first >= 0) EXPECT_EQ(cuda::first_key_tile(rule, m, BM, BN), first) << "query tile " << m;
+      EXPECT_EQ(cuda::key_tiles_meeting(rule, sq, m, BM, BN), first < 0 ? 0 : last - first + 1) << "query tile " << m;
       // Each visiting key tile's turn in its chain: the visiting key tiles of that chain before it.
       for (int chains = 1; chains <= 3; ++chains) {
         std::vector<int> landed(chains, 0);

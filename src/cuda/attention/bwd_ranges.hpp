@@ -31,6 +31,27 @@ ATTNKIT_HD int first_key_tile(const MaskRuleT<int>& rule, int m, int block_m, in
   return x > 0 ? x / block_n : 0;
 }
 
+// How many key tiles meet query tile m (write a dQ partial into it): those of [first_key_tile,
+// last], where last is the last key tile holding keys (n * block_n < sk) whose first key is within
+// reach of the tile's last row (n * block_n <= hi of its last row below seqlen_q, unclamped) — the
+// QueryRange condition m >= m_begin(n) solved for n — and 0 when the tile's first row starts past
+// the last key (left window) or its last row ends before the first. (For a dQ conversion by
+// the last writer of each tile: docs/perf/attention_bwd.md, "Plan".)
+ATTNKIT_HD int key_tiles_meeting(const MaskRuleT<int>& rule, int seqlen_q, int m, int block_m, int block_n) {
+  const int n_tiles = (rule.sk + block_n - 1) / block_n;
+  int last = n_tiles - 1;
+  if (rule.right >= 0) {
+    const int last_row = ((m + 1) * block_m < seqlen_q ? (m + 1) * block_m : seqlen_q) - 1;
+    const int reach = last_row + rule.diag_offset + rule.right;  // hi of the tile's last row, unclamped
+    if (reach < 0) return 0;
+    last = reach / block_n < last ? reach / block_n : last;
+  }
+  // With a left edge, the tile's first row must still reach a key (its lo within the sequence).
+  if (rule.left >= 0 && m * block_m + rule.diag_offset - rule.left > rule.sk - 1) return 0;
+  const int first = first_key_tile(rule, m, block_m, block_n);
+  return last >= first ? last - first + 1 : 0;
+}
+
 // Ordered dQ: how many key tiles add into query tile m before key tile n (which meets it) in n's
 // chain, the key tiles n' = n (mod chains): those of [first_key_tile, n), since the key tiles
 // meeting m form one range. chains = 1: every key tile before n meeting m.
