@@ -82,6 +82,7 @@ if has memcheck; then
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_gpu_test \
     --gtest_filter='FlexGpu.UnlistedBlocksSkippedAndFullBlocksSkipMaskMod:FlexGpu.UnsupportedBlockSizesAreRefused:FlexGpu.ShortQueriesSplitKvMatchesFullPath'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_custom_gpu_test
+  step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_query_lists_gpu_test
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/flex_bwd_gpu_test \
     --gtest_filter='FlexBwdGpu.UnlistedBlocksSkippedAndFullBlocksSkipMaskMod:FlexBwdGpu.UnsupportedBlockSizesAreRefused:FlexBwdGpu.GqaRatiosFp16AndWideBlocks'
   step memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 $BUILD_DIR/tests/cpp/attention_bwd_gpu_test \
