@@ -1,5 +1,6 @@
 // src/cuda/attention/bulk.cuh — the 1-D bulk reduce-add and store (shared -> global fp32, in L2)
-// and the waits on their bulk group, as one thread issues them. CuTe has the bulk copies but not the add.
+// and the waits on their bulk group, as one thread issues them. CuTe has the bulk copies but not
+// the add.
 #pragma once
 #include <cute/arch/copy_sm90_tma.hpp>
 

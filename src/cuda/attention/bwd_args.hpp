@@ -39,7 +39,7 @@ struct AttnBwdArgs {
   float softcap = 0.f;
   MaskOptions mask;
   bool split_dkv = false;      // GQA: per-query-head dK/dV buffers summed in order (else fp32 atomics)
-  bool ordered_dq = false;  // dQ partials added in key-tile order (a semaphore per query tile)
+  bool ordered_dq = false;  // dQ partials added in key-tile order (deterministic; bwd_dq_writer.cuh)
   // Ordered dQ in `dq_chains` independent chains: key tile n adds into copy n % dq_chains of
   // dq_accum, after the earlier key tiles of its own chain only; the dq postprocess sums the
   // copies in chain order. Key tile n then waits for n / dq_chains predecessors, not n, when the
