@@ -198,7 +198,7 @@ TEST_F(AttentionBwdGpu, GqaAtomicAndSplitFp16AndStrides) {
   wide.mask.causal = true;
   check(wide, GqaReduction::kAtomic);
   check(wide, GqaReduction::kSplit);
-  Case long_wide;  // D 256 without a mask and S >= 2048: dQ added in key-tile order (bwd_dispatch.cu)
+  Case long_wide;  // D 256 without a mask, keys > 2048: the default mode's zeroed dq_accum (dq_zeroed_rule)
   long_wide.D = 256;
   long_wide.Hq = 4;
   long_wide.Hkv = 2;
@@ -229,8 +229,8 @@ TEST_F(AttentionBwdGpu, VarlenWithOneTokenAndEmptySequences) {
     }
 }
 
-// Deterministic mode: dQ added in key-tile order (in two chains at D 64 / 128 with keys >= 2048,
-// else one: bwd_dispatch.cu), GQA dK / dV summed in head order. Checked against float64 with the usual rule,
+// Deterministic mode: dQ added in key-tile order (in two chains at D 256 and at D 64 / 128 with
+// keys >= 2048, else one: bwd_dispatch.cu), GQA dK / dV summed in head order. Checked against float64 with the usual rule,
 // then 10 more runs bitwise equal; varlen with a window too.
 TEST_F(AttentionBwdGpu, DeterministicIsBitwiseAndMatchesAtomic) {
   std::vector<Case> cases;
@@ -256,6 +256,12 @@ TEST_F(AttentionBwdGpu, DeterministicIsBitwiseAndMatchesAtomic) {
   two_window.Sq = two_window.Sk = 2100;
   two_window.mask.window_left = 300;
   cases.push_back(two_window);
+  Case wide;  // D 256 without a mask: two chains, every key tile meets every query tile
+  wide.D = 256;
+  wide.Sq = 600;
+  wide.Sk = 650;
+  wide.Hq = wide.Hkv = 2;
+  cases.push_back(wide);
   Case v;  // varlen, a left window: key tiles of a query tile start past the first one
   v.lq = {300, 1, 0, 517};
   v.lk = {400, 9, 5, 517};

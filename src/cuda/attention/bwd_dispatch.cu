@@ -21,24 +21,21 @@ cudaError_t launch_attention_bwd(const AttnBwdArgs& a);
 
 namespace {
 
-// dQ partials added in key-tile order: required for bitwise determinism, and faster for the split-D
-// kernel (D 256) without a mask: measured 1.27x at S 8k / 16k, 1.04x at S 2k, 0.96x at S 512, and
-// slower with a causal mask (docs/perf/attention_bwd.md, "D256").
-bool ordered_dq(const AttentionBwdParams& p) {
-  const bool unmasked = !p.mask.causal && p.mask.window_left < 0 && p.mask.window_right < 0;
-  const int64_t sq = p.cu_seqlens_q.defined() ? p.max_seqlen_q : p.q.size(1);
-  return p.deterministic || (p.q.size(-1) == 256 && unmasked && sq >= 2048);
-}
+// dQ partials added in key-tile order: for bitwise determinism only. (It was also D 256's fast
+// path without a mask, 1.27x at S 8k / 16k, until the default mode's dQ writer changed: measured
+// on an H100 the default is now 1.10-1.21x faster than the ordered mode there at S 2k-16k:
+// docs/perf/attention_bwd.md, "D256: the default mode overtakes the ordered one".)
+bool ordered_dq(const AttentionBwdParams& p) { return p.deterministic; }
 
-// Deterministic mode at D 64 / 128 with keys >= 2048: two chains of ordered dQ adds
-// (AttnBwdArgs::dq_chains), which halve the wait of a head's key tiles for their turns, for one
-// more dq_accum copy to zero and read back. Measured on an H100 (docs/perf/attention_bwd.md, "Two
-// dQ chains"): the deterministic cost at D64 S2k 21% -> 17%, causal 25% -> 20%; at S512 (4 key
-// tiles a head: little wait to save) the extra copy's traffic cost more than it saved. D 256
-// keeps one: its ordered mode is also its fast path.
+// Deterministic mode: two chains of ordered dQ adds (AttnBwdArgs::dq_chains), which halve the
+// wait of a head's key tiles for their turns, for one more dq_accum copy to zero and read back.
+// Measured on an H100 (docs/perf/attention_bwd.md, "Two dQ chains"): at D 64 / 128 with keys >=
+// 2048 the deterministic cost fell 21% -> 17% (S2k), causal 25% -> 20%, while at S512 (4 key tiles
+// a head: little wait to save) the extra copy cost more than it saved; at D 256 (64-key tiles,
+// twice as many turns) two chains were faster at every length, S512 included (cost 32-40% -> 8-15%).
 int dq_chains(const AttentionBwdParams& p) {
   const int64_t sk = p.cu_seqlens_k.defined() ? p.max_seqlen_k : p.k.size(1);
-  return p.deterministic && p.q.size(-1) <= 128 && sk >= 2048 ? 2 : 1;
+  return p.deterministic && (p.q.size(-1) == 256 || sk >= 2048) ? 2 : 1;
 }
 
 BwdShape shape_of(const AttentionBwdParams& p) {
