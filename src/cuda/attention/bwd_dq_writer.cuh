@@ -53,6 +53,18 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
           while (load_acquire(sem) == 0) {
           }
       }
+      if constexpr (T::kStages == 1) {
+        // One Q / dO stage (D 256): the consumers wait for the next query tile's loads, which the
+        // producer issues once they free the stage, just after staging this partial. An add
+        // issued before those loads holds them up behind its 64 KB and the kernel ran 1.4-1.5x
+        // slower (how soon the add went depended on this warp's code layout); so the loads go
+        // first. (The ordered mode waits for its turn anyway; at D <= 128 the loads are a tile
+        // ahead: docs/perf/attention_bwd.md, "D256: the add must follow the loads".)
+        const int next_loads = j + 1 < count ? j + 1 : count - 1;
+        if (!a.ordered_dq)
+          while (*const_cast<volatile int*>(&smem.loads_issued) < next_loads) {
+          }
+      }
       float* dst = a.dq_accum + rows * T::kHeadDim;
       const float* src = smem.dq.data() + buf * T::kDqFloats;
       if (first) bulk_store_f32(dst, src, T::kDqFloats * sizeof(float));

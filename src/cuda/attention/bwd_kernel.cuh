@@ -34,6 +34,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
     smem.barrier_kv.init(1);
+    smem.loads_issued = -1;
   }
   make_bwd_pipeline<T, true>(smem.pipeline_q, wg == 0);  // initialises the Q and dO barriers
   make_bwd_pipeline<T, true>(smem.pipeline_do, wg == 0);

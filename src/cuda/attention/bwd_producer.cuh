@@ -61,6 +61,7 @@ CUTE_DEVICE void bwd_producer(const BwdParams<Traits, Variant>& params, typename
     pipe_do.producer_acquire(state);
     copy(params.tma_do.with(*pipe_do.producer_get_barrier(state), 0), tdOgdO(_, m), tdOsdO(_, s));
     bulk_load_floats(a.delta + rows, smem.delta.data() + s * T::kBlockM, pipe_do.producer_get_barrier(state), T::kRowBytes);
+    *const_cast<volatile int*>(&smem.loads_issued) = j;  // (bwd_dq_writer.cuh: adds wait for them)
     ++state;
   }
   pipe_q.producer_tail(state);
