@@ -6,7 +6,7 @@
 //
 // dq_accum is not zeroed: the first partial of each query tile (of each chain's copy) is stored,
 // the others added after it has landed, and the dq postprocess skips a copy nobody wrote (its
-// semaphore still 0). The ordered mode (deterministic, or chosen for speed: bwd_dispatch.cu) adds
+// semaphore still 0). The ordered mode (the deterministic option: bwd_dispatch.cu) adds
 // the partials of each query tile in key-tile order, within each of a.dq_chains chains (key tile n
 // in chain n % chains, with its own copy of dq_accum and semaphores): a semaphore per (chain, query
 // tile) counts the key tiles whose add has landed; key tile n waits for its turn (the number of key
