@@ -10,7 +10,8 @@ attnkit is the pip-built package (scripts/setup_python.sh). Timing: triton's do_
 TFLOP/s count only visited blocks, as PEERS.md: 4*B*H*S^2*D * (1 - BlockMask sparsity) forward,
 2.5 times that backward (its five products against the forward's two). Also
 reported: attnkit's dense (no mask) TFLOP/s, and each sparse case's fraction of it. The
-backward is timed through autograd (torch.autograd.grad of one forward's output, retained).
+backward is timed through autograd (torch.autograd.grad of one forward's output, retained), also
+with deterministic=True (attnkit only: its cost over the default mode).
 Accuracy: max |attnkit - torch flex| (both bf16; backward: over dq, dk, dv).
 """
 import argparse, os, sys
@@ -124,16 +125,20 @@ def main():
             theirs_bwd, theirs_grads = backward_of(lambda *t: compiled(*t, score_mod=torch_sm, block_mask=bm), q, k, v,
                                                    dout)
             ms, peer_ms, err = time_both(name + " bwd", ours_bwd, theirs_bwd, (ours_grads, theirs_grads))
+            det_bwd, _ = backward_of(
+                lambda *t: attnkit.flex_attention(*t, score_mod=sm, block_mask=bm, deterministic=True), q, k, v, dout)
+            det_ms = do_bench(det_bwd, warmup=25, rep=200, return_mode="median")
             if name == "noop":
                 dense_bwd_ms = ms
             tf, peer_tf = 2.5 * fl / ms / 1e9, 2.5 * fl / peer_ms / 1e9
             dense_tf = 2.5 * 4 * B * H * S * S * D / dense_bwd_ms / 1e9
             rows.append(dict(meta, op="flex_bwd", case=name, B=B, H=H, S=S, D=D, density=density, ms=ms, torch_ms=peer_ms,
                              tflops=tf, torch_tflops=peer_tf, speedup_vs_torch=peer_ms / ms, bar=1.3,
-                             fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer_bwd, max_diff_vs_torch=err))
+                             fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer_bwd, max_diff_vs_torch=err,
+                             deterministic_ms=det_ms, deterministic_cost=det_ms / ms - 1))
             write_rows(args.out, "bench_flex.jsonl", rows)
             print(f"{name + ' bwd':18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x "
-                  f"{tf / dense_tf:8.2f} {err:9.2e}", flush=True)
+                  f"{tf / dense_tf:8.2f} {err:9.2e}  deterministic +{100 * (det_ms / ms - 1):.0f}%", flush=True)
     rows += decode_rows(meta, dev, args.quick)
     print("wrote", write_rows(args.out, "bench_flex.jsonl", rows))
 

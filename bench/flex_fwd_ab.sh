@@ -1,6 +1,7 @@
 #!/bin/bash
 # bench/flex_fwd_ab.sh — builds bench/flex_fwd_probe.cu once per flex forward variant.
 #   bash bench/flex_fwd_ab.sh DIR NAME=REV...
+#   PROBE=flex_bwd bash bench/flex_fwd_ab.sh DIR NAME=REV...   (the backward: bench/flex_bwd_probe.cu)
 # A variant is a git revision's src/ and include/ (exported to DIR/NAME), with DIR/NAME.patch
 # applied on top when that file exists. Its flex D128 bf16 kernel(s) and its flex dispatch are
 # compiled from those sources and linked before build/libattnkit.a (a CUDA build of the tree:
@@ -15,7 +16,9 @@ cutlass=$PWD/.deps/cutlass/cutlass_library/source/include
 [ -f $lib ] && [ -f $cutlass/cute/tensor.hpp ] || { echo "needs a CUDA build in build/ (scripts/setup.sh)" >&2; exit 1; }
 flags="-std=c++17 -O3 -DNDEBUG -DATTNKIT_WITH_CUDA=1 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr"
 mkdir -p "$dir"
-nvcc $flags -Iinclude -c bench/flex_fwd_probe.cu -o "$dir/probe.o"
+pass=${PROBE:-flex_fwd}; pass=${pass#flex_}  # fwd or bwd
+[ "$pass" = fwd ] || [ "$pass" = bwd ] || { echo "PROBE must be flex_fwd or flex_bwd" >&2; exit 1; }
+nvcc $flags -Iinclude -c bench/flex_${pass}_probe.cu -o "$dir/probe.o"
 build() {  # build NAME REV
   local v=$1 rev=$2 src="$dir/$1"
   rm -rf "$src" && mkdir -p "$src"
@@ -23,18 +26,19 @@ build() {  # build NAME REV
   [ -f "$dir/$v.patch" ] && patch -s -d "$src" -p1 < "$dir/$v.patch"
   # The revision's D128 bf16 catalog kernels: the packed one too where it has one, so that the
   # decode rows never time the tree's library copy instead.
-  local variants=CatalogVariant
-  grep -q CatalogPackedVariant "$src/src/cuda/flex/fwd_variant.cuh" && variants="$variants CatalogPackedVariant"
-  { echo '#include "src/cuda/attention/fwd_launch.cuh"'
-    echo '#include "src/cuda/flex/fwd_variant.cuh"'
+  local variants=CatalogVariant args=AttnFwdArgs
+  [ $pass = bwd ] && variants=CatalogBwdVariant args=AttnBwdArgs
+  [ $pass = fwd ] && grep -q CatalogPackedVariant "$src/src/cuda/flex/fwd_variant.cuh" && variants="$variants CatalogPackedVariant"
+  { echo "#include \"src/cuda/attention/${pass}_launch.cuh\""
+    echo "#include \"src/cuda/flex/${pass}_variant.cuh\""
     echo 'namespace attnkit::cuda::attn {'
     for k in $variants; do
-      echo "template cudaError_t launch_fwd<cutlass::bfloat16_t, 128, flex::$k>(const AttnFwdArgs&, const flex::$k::Args&);"
+      echo "template cudaError_t launch_${pass}<cutlass::bfloat16_t, 128, flex::$k>(const $args&, const flex::$k::Args&);"
     done
     echo '}'; } > "$src/kernel.cu"
   local inc="-I$src -I$src/include -I$cutlass"
   { nvcc $flags $inc -Xptxas -v -c "$src/kernel.cu" -o "$src/kernel.o" &&
-    nvcc $flags $inc -c "$src/src/cuda/flex/fwd_dispatch.cu" -o "$src/dispatch.o" &&
+    nvcc $flags $inc -c "$src/src/cuda/flex/${pass}_dispatch.cu" -o "$src/dispatch.o" &&
     nvcc -gencode=arch=compute_90a,code=sm_90a "$dir/probe.o" "$src/kernel.o" "$src/dispatch.o" $lib -o "$dir/probe_$v"; } \
     > "$dir/build_$v.log" 2>&1
 }

@@ -148,6 +148,7 @@ TEST_F(FlexBwdGpu, UnlistedBlocksSkippedAndFullBlocksSkipMaskMod) { check(sparse
 // ten runs bitwise equal, and within the error rule.
 TEST_F(FlexBwdGpu, DeterministicIsBitwise) {
   std::vector<FlexGpuCase> cases(3);
+  cases.push_back(sparse_pattern_case());  // D128: full blocks above the diagonal (mask_mod skipped), in the ordered lists
   cases[0].Sq = cases[0].Sk = 700;  // GQA 2, causal BlockMask with full blocks, 256-wide key blocks
   cases[0].causal = true;
   cases[0].block_k = 256;

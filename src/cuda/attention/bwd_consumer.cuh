@@ -20,6 +20,7 @@
 #include "src/cuda/attention/bwd_dq_writer.cuh"
 #include "src/cuda/attention/bwd_producer.cuh"
 #include "src/cuda/attention/bwd_scores.cuh"
+#include "src/cuda/attention/bwd_tile.cuh"  // BwdVisit
 #include "src/cuda/attention/fragment.cuh"
 #include "src/cuda/attention/mma.cuh"
 
@@ -57,7 +58,7 @@ struct BwdConsumer {
       typename T::PipelineState state;  // index 0, phase 0
       QueryTileReady ready;
       for (int j = 0; j < count; ++j, ++state)
-        query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, tile.query_tile(j), tdVrdV, tdKrdK);
+        query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, tile.visit(j), tdVrdV, tdKrdK);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -76,11 +77,11 @@ struct BwdConsumer {
     cutlass::ConsumerToken q{cutlass::BarrierStatus::WaitAgain}, dout{cutlass::BarrierStatus::WaitAgain};
   };
 
-  // The j-th visited query tile, m: dV, dK += its contributions; its dQ partial added to dq_accum.
+  // The j-th visited query tile: dV, dK += its contributions; its dQ partial added to dq_accum.
   template <class TAcc>
   CUTE_DEVICE void query_tile(const Probs& probs, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
                               typename T::Pipeline& pipe_do, typename T::PipelineState state, QueryTileReady& ready, int j,
-                              int m, TAcc& tdVrdV, TAcc& tdKrdK) {
+                              BwdVisit visit, TAcc& tdVrdV, TAcc& tdKrdK) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
     Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
@@ -121,7 +122,7 @@ struct BwdConsumer {
     warpgroup_wait<1>();  // S^T ready; dP^T may still run
     warpgroup_fence_operand(tSrS);
     Tensor tdVrP = make_tensor<Element>(acc_as_operand_a_layout(tSrS.layout()));  // P^T as the A operand of dV
-    probs(tSrS, tdVrP, cS, lse2, j, m);
+    probs(tSrS, tdVrP, cS, lse2, visit);
     if constexpr (T::kSplitD) {
       store_pt(tdVrP, sPt, T::wg_key0(wg), T::wg_query0(wg));  // dV needs the other warpgroup's queries too
     } else {

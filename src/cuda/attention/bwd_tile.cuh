@@ -12,6 +12,13 @@
 
 namespace attnkit::cuda::attn {
 
+// A visited query tile as the consumers see it: its index, and whether the variant knows every
+// score of it visible (flex: a full block, mask_mod skipped; the softmax variant decides per tile).
+struct BwdVisit {
+  int m;
+  bool full;
+};
+
 template <class Traits>
 struct BwdTileInfo {
   int n_block, head, batch;
@@ -36,6 +43,7 @@ struct BwdTileInfo {
   // Query tiles in visiting order: last to first (see bwd_consumer.cuh).
   CUTE_DEVICE int num_query_tiles() const { return m_end - m_begin; }
   CUTE_DEVICE int query_tile(int j) const { return m_end - 1 - j; }
+  CUTE_DEVICE BwdVisit visit(int j) const { return {query_tile(j), false}; }
   // Ordered dQ: how many key tiles of this one's chain add into the j-th visited query tile before it.
   CUTE_DEVICE int dq_turn(int j) const {
     return cuda::dq_turn_in_chain(rule, query_tile(j), n_block, Traits::kBlockM, Traits::kBlockN, chains);

@@ -4,13 +4,15 @@
 //   Args             extra kernel parameters beside AttnBwdArgs (BwdParams::extra)
 //   Tile<Traits>     built from (args, extra) in every role of the CTA (key tile blockIdx.x, query
 //                    head y, sequence z): n_block, head, batch, seq, skip(), num_query_tiles(),
-//                    query_tile(j) — the j-th query tile in visiting order, dq_turn(j) — for
+//                    query_tile(j) — the j-th query tile in visiting order, visit(j) — that
+//                    tile as the consumers need it (BwdVisit: also whether it is a full block,
+//                    one load where the tiles come from a list), dq_turn(j) — for
 //                    ordered dQ, how many key tiles of its chain before this one add into that
 //                    query tile —, dq_chain() — its chain (AttnBwdArgs::dq_chains; 0 where the
 //                    variant has one) — and row_block(a, m)
 //   Probs<Traits>    built once per consumer warpgroup from (args, extra, tile, wg); its
-//                    operator()(tSrS, tdVrP, cS, lse2, j, m) turns the fp32 S^T fragment of the
-//                    j-th visited query tile m into P^T in 16 bits (tdVrP, the A operand of dV)
+//                    operator()(tSrS, tdVrP, cS, lse2, visit) turns the fp32 S^T fragment of the
+//                    visited query tile into P^T in 16 bits (tdVrP, the A operand of dV)
 //                    and, in place, P^T times d(score)/d(q.k * scale) (what dS needs)
 // The chain rule's common factor, the scale, is applied to dK and dQ at the end. This file holds
 // the softmax attention variant (mask rule, softcap); flex attention's is in
@@ -34,9 +36,9 @@ struct DenseBwdProbs {
       : a(a_), tile(tile_), wg(wg_) {}
 
   template <class TensorS, class TensorP, class TensorC>
-  CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, int /*j*/, int m) const {
+  CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, BwdVisit visit) const {
     using T = Traits;
-    const int key0 = tile.n_block * T::kBlockN, row0 = m * T::kBlockM;
+    const int key0 = tile.n_block * T::kBlockN, row0 = visit.m * T::kBlockM;
     // Per-element masking unless every key of this warpgroup is visible to every query row of the
     // tile (rows past the sequence end have lse2 = +inf and so P = 0 without a mask).
     const int wg_key_first = key0 + T::wg_key0(wg), wg_key_last = wg_key_first + 63;

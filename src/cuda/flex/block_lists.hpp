@@ -9,7 +9,16 @@
 //           blocks: cell |= (marked key blocks before it) << 2, the turn of that key block in the
 //           ordered dQ reduction of the row's query tiles.
 //  gather (per mask batch, head, key block kb):  walks its column, query blocks last to first, and
-//           writes the query tiles of the partial blocks, then of the full ones, with their turns.
+//           writes the query tiles of the blocks it finds, each with its turn and a full-block
+//           flag, in one of two orders:
+//           - ordered (the deterministic mode): partial and full blocks alike, query tiles
+//             descending, the one order the dense backward uses for every key tile. It keeps the
+//             ordered dQ turns a wavefront: with partial blocks first, a causal key block's
+//             diagonal tile came first in its list and last in its predecessor's, so the key
+//             blocks of a head ran one after another (50x slower at S16k causal;
+//             docs/perf/flex_bwd.md, "Deterministic mode");
+//           - partial first (the default mode): the partial blocks' tiles, then the full ones',
+//             each group descending; 2-4% faster than one descending order there (same section).
 // Both are O(Bm * Hm * nq * nk), as the BlockMask itself. The two functions below are the
 // one-thread reference (the CPU tests run them); the kernels (bwd_lists.cuh) compute the same
 // tables a block per row and a warp per column, and flex_query_lists_gpu_test.cu checks them
@@ -40,21 +49,24 @@ struct BlockList {
 // Per (BlockMask batch, head, key block): the query tiles that meet it, built on the device
 // (bwd_lists.cuh). B and H of size 1 broadcast.
 struct QueryTileLists {
-  int32_t* num = nullptr;          // [Bm, Hm, nk]: query tiles listed
-  int32_t* num_partial = nullptr;  // [Bm, Hm, nk]: of which the first num_partial are partial
-  int32_t* tiles = nullptr;        // [Bm, Hm, nk, m_tiles]: query tile indices, visiting order
-  int32_t* turns = nullptr;        // [Bm, Hm, nk, m_tiles]: key blocks before this one meeting that tile
+  int32_t* num = nullptr;    // [Bm, Hm, nk]: query tiles listed
+  int32_t* tiles = nullptr;  // [Bm, Hm, nk, m_tiles]: entries m << 1 | full, query tile m descending
+  int32_t* turns = nullptr;  // [Bm, Hm, nk, m_tiles]: key blocks before this one meeting that tile
   int bm = 1, hm = 1, nk = 0, m_tiles = 0;
 
   ATTNKIT_HD int64_t row(int b, int h, int kb) const {
     return (int64_t(bm == 1 ? 0 : b) * hm + (hm == 1 ? 0 : h)) * nk + kb;
   }
+  ATTNKIT_HD static int32_t entry(int m, bool full) { return m << 1 | int32_t(full); }
+  ATTNKIT_HD static int query_tile_of(int32_t entry) { return entry >> 1; }
+  ATTNKIT_HD static bool is_full(int32_t entry) { return entry & 1; }
 };
 
 struct ListBuildArgs {
   BlockList partial, full;  // the BlockMask's kv lists (full.num null: none)
   int nq = 0;               // query blocks
   int q_sub = 1;            // query tiles per query block (block_q / 64)
+  bool partial_first = true;  // the entries' order (above): false for the deterministic mode
   int32_t* cells = nullptr;  // [Bm, Hm, nq, nk] scratch
   QueryTileLists out;
 };
@@ -87,15 +99,14 @@ ATTNKIT_HD void gather_key_block_column(const ListBuildArgs& x, int64_t t) {
   int32_t* tiles = l.tiles + t * l.m_tiles;
   int32_t* turns = l.turns + t * l.m_tiles;
   int n = 0;
-  for (int which = 1; which <= 2; ++which) {
-    if (which == 2) l.num_partial[t] = n;
+  for (int pass = x.partial_first ? 1 : 0; pass <= (x.partial_first ? 2 : 0); ++pass) {
     for (int r = x.nq - 1; r >= 0; --r) {
       const int32_t cell = x.cells[(bh * x.nq + r) * l.nk + kb];
-      if ((cell & 3) != which) continue;
+      if (pass == 0 ? (cell & 3) == 0 : (cell & 3) != pass) continue;  // pass 0: every marked block
       for (int s = x.q_sub - 1; s >= 0; --s) {
         const int m = r * x.q_sub + s;
         if (m >= l.m_tiles) continue;  // the last query block may end early
-        tiles[n] = m;
+        tiles[n] = QueryTileLists::entry(m, (cell & 3) == 2);
         turns[n] = cell >> 2;
         ++n;
       }

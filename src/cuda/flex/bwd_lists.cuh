@@ -54,9 +54,10 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_mark_kernel(const ListBuild
   }
 }
 
-// Warp t = (b * Hm + h) * nk + kb walks its column 32 query block rows at a time, last to first,
-// once for the partial blocks and once for the full ones; a lane's row gets its place in the list
-// from a prefix sum of the rows' tile counts (q_sub each, fewer for a short last query block).
+// Warp t = (b * Hm + h) * nk + kb walks its column 32 query block rows at a time, last to first
+// (twice with partial_first: the partial blocks, then the full ones); a lane's row gets its place
+// in the list from a prefix sum of the rows' tile counts (q_sub each, fewer for a short last
+// query block).
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) flex_bwd_gather_kernel(const ListBuildArgs x) {
   const QueryTileLists& l = x.out;
@@ -68,12 +69,11 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_gather_kernel(const ListBui
   int32_t* tiles = l.tiles + t * l.m_tiles;
   int32_t* turns = l.turns + t * l.m_tiles;
   int n = 0;
-  for (int which = 1; which <= 2; ++which) {
-    if (which == 2 && lane == 0) l.num_partial[t] = n;
+  for (int pass = x.partial_first ? 1 : 0; pass <= (x.partial_first ? 2 : 0); ++pass) {
     for (int top = x.nq - 1; top >= 0; top -= 32) {
       const int r = top - lane;
       const int32_t cell = r >= 0 ? x.cells[(bh * x.nq + r) * l.nk + kb] : 0;
-      const bool hit = r >= 0 && (cell & 3) == which;
+      const bool hit = pass == 0 ? (cell & 3) != 0 : (cell & 3) == pass;  // pass 0: every marked block
       const int count = hit ? max(0, min(x.q_sub, l.m_tiles - r * x.q_sub)) : 0;
       int upto = count;  // inclusive prefix sum over the lanes (rows top, top - 1, ...)
       for (int d = 1; d < 32; d *= 2) {
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_gather_kernel(const ListBui
       }
       int at = n + upto - count;
       for (int s = count - 1; s >= 0; --s, ++at) {  // the row's query tiles, last to first
-        tiles[at] = r * x.q_sub + s;
+        tiles[at] = QueryTileLists::entry(r * x.q_sub + s, (cell & 3) == 2);
         turns[at] = cell >> 2;
       }
       n += __shfl_sync(0xffffffffu, upto, 31);

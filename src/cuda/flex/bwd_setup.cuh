@@ -30,7 +30,7 @@ struct FlexBwdPlan {
   BwdWorkspace ws;
   bool lists = false;
   int bm = 1, hm = 1, nq = 0, nk = 0, m_tiles = 0;
-  size_t cells = 0, num = 0, num_partial = 0, tiles = 0, turns = 0;
+  size_t cells = 0, num = 0, tiles = 0, turns = 0;
 
   static BwdShape shape_of(const FlexBwdParams& p) {
     BwdShape s;
@@ -55,7 +55,6 @@ struct FlexBwdPlan {
     const int64_t bh = int64_t(bm) * hm;
     cells = ws.take(bh * nq * nk * 4);
     num = ws.take(bh * nk * 4);
-    num_partial = ws.take(bh * nk * 4);
     tiles = ws.take(bh * nk * m_tiles * 4);
     turns = ws.take(bh * nk * m_tiles * 4);
   }
@@ -120,7 +119,6 @@ Status set_bwd_block_mask(const FlexBwdParams& p, Args& f) {
   char* ws = static_cast<char*>(p.workspace.data);
   QueryTileLists& l = f.lists;
   l.num = reinterpret_cast<int32_t*>(ws + plan.num);
-  l.num_partial = reinterpret_cast<int32_t*>(ws + plan.num_partial);
   l.tiles = reinterpret_cast<int32_t*>(ws + plan.tiles);
   l.turns = reinterpret_cast<int32_t*>(ws + plan.turns);
   l.bm = plan.bm;
@@ -134,6 +132,7 @@ Status set_bwd_block_mask(const FlexBwdParams& p, Args& f) {
   if (m.full_kv_num_blocks.defined()) x.full = block_list(m.full_kv_num_blocks, m.full_kv_indices);
   x.nq = plan.nq;
   x.q_sub = static_cast<int>(m.block_q / kBwdBlockM);
+  x.partial_first = !p.deterministic;  // (block_lists.hpp: the ordered dQ needs one order)
   x.cells = reinterpret_cast<int32_t*>(ws + plan.cells);
   x.out = l;
   const cudaError_t err = build_query_tile_lists(x, static_cast<cudaStream_t>(p.stream));

@@ -2,8 +2,9 @@
 // (src/cuda/attention/bwd_variant.cuh says what a backward variant is). The mainloop, pipelines,
 // dQ writer and epilogue are the softmax attention backward's; flex changes two things:
 //   - which query tiles a key tile visits: the query tiles of the query blocks whose BlockMask row
-//     lists this key block (partial ones, then full ones), from the lists bwd_lists.cuh builds out
-//     of the BlockMask's kv lists; or every query tile without a BlockMask;
+//     lists this key block (last to first; in the default mode the partial blocks' first), from
+//     the lists bwd_lists.cuh builds out of the BlockMask's kv lists; or every query tile without
+//     a BlockMask;
 //   - the probabilities: s = score_mod(scale * q.k, b, h, q, kv) with its derivative ds, -inf
 //     where mask_mod says no (partial blocks only) or past the key sequence's end, then
 //     P = exp2(s * log2 e - lse2) and P * ds for dS.
@@ -43,25 +44,29 @@ struct FlexBwdTile {
   SeqInfo seq;
   int row_base;      // first padded row of this sequence in lse2 / delta / dq_accum
   int list = 0;  // this key block's row of the lists
-  int n_total = 0, n_partial = 0;
+  int n_total = 0;
 
   CUTE_DEVICE FlexBwdTile(const AttnBwdArgs& a, const Args& f_)
       : f(f_), n_block(blockIdx.x), head(blockIdx.y), batch(blockIdx.z), seq(a, batch), row_base(bwd_row_base(a, batch, 0)) {
     if (skip()) return;
     if (!f.block_mask) {
-      n_total = n_partial = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+      n_total = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
       return;
     }
     list = static_cast<int>(f.lists.row(batch, head, n_block / f.tiles_per_block));
     n_total = f.lists.num[list];
-    n_partial = f.lists.num_partial[list];
   }
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
   CUTE_DEVICE int num_query_tiles() const { return n_total; }
-  CUTE_DEVICE int query_tile(int j) const {
-    return f.block_mask ? f.lists.tiles[int64_t(list) * f.lists.m_tiles + j] : n_total - 1 - j;  // last first, as the dense path
+  CUTE_DEVICE int32_t entry(int j) const { return f.lists.tiles[int64_t(list) * f.lists.m_tiles + j]; }
+  CUTE_DEVICE int query_tile(int j) const {  // last first, as the dense path
+    return f.block_mask ? QueryTileLists::query_tile_of(entry(j)) : n_total - 1 - j;
   }
-  CUTE_DEVICE bool is_full(int j) const { return j >= n_partial; }
+  CUTE_DEVICE attn::BwdVisit visit(int j) const {  // one load of the list entry
+    if (!f.block_mask) return {n_total - 1 - j, false};
+    const int32_t e = entry(j);
+    return {QueryTileLists::query_tile_of(e), QueryTileLists::is_full(e)};
+  }
   // Key tiles before this one adding into the j-th visited query tile: those of the earlier key
   // blocks that meet its query block, then the earlier tiles of this block.
   CUTE_DEVICE int dq_turn(int j) const {
@@ -105,10 +110,11 @@ struct FlexBwdProbs {
   }
 
   template <class TensorS, class TensorP, class TensorC>
-  CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, int j, int m) const {
-    const int key0 = tile.n_block * Traits::kBlockN, row0 = m * Traits::kBlockM;
+  CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2,
+                              attn::BwdVisit visit) const {
+    const int key0 = tile.n_block * Traits::kBlockN, row0 = visit.m * Traits::kBlockM;
     const int64_t b = tile.batch, h = tile.head;
-    const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !tile.is_full(j);
+    const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !visit.full;
     const float scale_log2 = f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E);
     constexpr bool kScorePasses = has_derivative_from_output_v<ScoreMod>;
     if constexpr (!kScorePasses && !std::is_same_v<ScoreMod, IdentityScoreMod>) {

@@ -1,0 +1,198 @@
+// bench/flex_bwd_probe.cu — A/B probe of the flex attention backward through the public API
+// (flex_attention_backward): bench_flex.py's backward shapes (B1 H16 S16384 D128 bf16; noop, and
+// causal / sliding window 1024 / documents of 2048 / ALiBi + causal through a BlockMask), default
+// and deterministic, CUDA events, median of 30 launches; a dq checksum per row so that variants'
+// ordered (deterministic) results can be compared bit for bit. Built once per kernel variant by
+// `PROBE=flex_bwd bash bench/flex_fwd_ab.sh` (the variant's flex backward kernel and dispatch
+// objects linked before the library):
+// a bisecting tool, not a benchmark of record (no peers; bench/bench_flex.py is).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "attnkit/flex.hpp"
+
+using namespace attnkit;
+
+namespace {
+
+__global__ void fill(uint16_t* p, size_t n, uint32_t seed) {  // bf16 values in [-1.7, 1.7)
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
+    x ^= x >> 13; x *= 0x5bd1e995; x ^= x >> 15;
+    const float f = (float(x & 0xffff) / 65536.f - 0.5f) * 3.4f;
+    p[i] = uint16_t(__float_as_uint(f) >> 16);
+  }
+}
+
+struct Buffer {
+  void* p = nullptr;
+  explicit Buffer(size_t bytes) { cudaMalloc(&p, std::max<size_t>(bytes, 16)); }
+  ~Buffer() { cudaFree(p); }
+};
+
+TensorView on_gpu(void* p, DType dt, std::initializer_list<int64_t> shape) {
+  return TensorView::contiguous(p, dt, Device::cuda(0), shape);
+}
+
+// A BlockMask (128 x 128 blocks) of a causal mask with an optional window or documents of doc_len
+// (a multiple of 128) tokens: per query block, the partial blocks (the diagonal, the window's left
+// edge) and the full ones between them.
+struct BlockMask {
+  std::vector<int32_t> num, idx, full_num, full_idx;
+  std::unique_ptr<Buffer> dnum, didx, dfull_num, dfull_idx;
+  int64_t nb;
+  BlockMask(int64_t s, int64_t window, int64_t doc_len) : nb(s / 128) {
+    num.assign(nb, 0); full_num.assign(nb, 0); idx.assign(nb * nb, 0); full_idx.assign(nb * nb, 0);
+    for (int64_t qb = 0; qb < nb; ++qb) {
+      int64_t lo = window < 0 ? 0 : std::max<int64_t>(0, qb * 128 - window);  // first visible key of the block's first row
+      if (doc_len > 0) lo = qb * 128 / doc_len * doc_len;
+      for (int64_t kb = lo / 128; kb <= qb; ++kb) {
+        const bool full = kb < qb && (window < 0 || kb * 128 >= qb * 128 + 127 - window);
+        if (full) full_idx[qb * nb + full_num[qb]++] = int32_t(kb);
+        else idx[qb * nb + num[qb]++] = int32_t(kb);
+      }
+    }
+    auto up = [](const std::vector<int32_t>& v) {
+      auto b = std::make_unique<Buffer>(v.size() * 4);
+      cudaMemcpy(b->p, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
+      return b;
+    };
+    dnum = up(num); didx = up(idx); dfull_num = up(full_num); dfull_idx = up(full_idx);
+  }
+  BlockMaskView view() const {
+    BlockMaskView v;
+    v.kv_num_blocks = on_gpu(dnum->p, DType::kInt32, {1, 1, nb});
+    v.kv_indices = on_gpu(didx->p, DType::kInt32, {1, 1, nb, nb});
+    v.full_kv_num_blocks = on_gpu(dfull_num->p, DType::kInt32, {1, 1, nb});
+    v.full_kv_indices = on_gpu(dfull_idx->p, DType::kInt32, {1, 1, nb, nb});
+    return v;
+  }
+  double density() const {
+    double n = 0;
+    for (int64_t qb = 0; qb < nb; ++qb) n += num[qb] + full_num[qb];
+    return n / double(nb * nb);
+  }
+};
+
+template <class F>
+float median_ms(F&& launch) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ts;
+  for (int it = 0; it < 33; ++it) {
+    cudaEventRecord(e0);
+    const Status st = launch();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    if (!st.ok()) { std::printf("error: %s\n", st.message().c_str()); return NAN; }
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (it >= 3) ts.push_back(ms);
+  }
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+float uint_as_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Sum and an FNV-1a hash of a bf16 tensor's bits: equal hashes, equal tensors (almost surely).
+void checksum(const void* p, size_t n, double* sum, uint64_t* hash) {
+  std::vector<uint16_t> h(n);
+  cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost);
+  *sum = 0;
+  *hash = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) {
+    *sum += double(uint_as_float(uint32_t(h[i]) << 16));
+    *hash = (*hash ^ h[i]) * 1099511628211ull;
+  }
+}
+
+void run(const char* name, bool alibi, bool causal, int64_t window, bool block_mask, int64_t doc_len,
+         bool deterministic) {
+  const int64_t B = 1, H = 16, S = 16384, D = 128, n = B * H * S * D;
+  Buffer q(n * 2), k(n * 2), v(n * 2), o(n * 2), dout(n * 2), dq(n * 2), dk(n * 2), dv(n * 2), lse(B * H * S * 4),
+      slopes(H * 4), doc(B * S * 4);
+  fill<<<1024, 256>>>(static_cast<uint16_t*>(q.p), n, 1);
+  fill<<<1024, 256>>>(static_cast<uint16_t*>(k.p), n, 2);
+  fill<<<1024, 256>>>(static_cast<uint16_t*>(v.p), n, 3);
+  fill<<<1024, 256>>>(static_cast<uint16_t*>(dout.p), n, 4);
+  std::vector<float> hs(H);
+  for (int64_t h = 0; h < H; ++h) hs[h] = 0.01f * float(h + 1);
+  cudaMemcpy(slopes.p, hs.data(), H * 4, cudaMemcpyHostToDevice);
+  FlexMods mods;
+  if (alibi) mods.alibi_slopes = on_gpu(slopes.p, DType::kFloat32, {H});
+  mods.causal = causal;
+  if (doc_len > 0) {
+    std::vector<int32_t> ids(B * S);
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i % S / doc_len);
+    cudaMemcpy(doc.p, ids.data(), B * S * 4, cudaMemcpyHostToDevice);
+    mods.document_ids_q = on_gpu(doc.p, DType::kInt32, {B, S});
+    mods.document_ids_kv = on_gpu(doc.p, DType::kInt32, {B, S});
+  }
+  mods.sliding_window = window;
+  const std::unique_ptr<BlockMask> bm = block_mask ? std::make_unique<BlockMask>(S, window, doc_len) : nullptr;
+
+  FlexFwdParams f;
+  f.q = on_gpu(q.p, DType::kBFloat16, {B, H, S, D});
+  f.k = on_gpu(k.p, DType::kBFloat16, {B, H, S, D});
+  f.v = on_gpu(v.p, DType::kBFloat16, {B, H, S, D});
+  f.out = on_gpu(o.p, DType::kBFloat16, {B, H, S, D});
+  f.lse = on_gpu(lse.p, DType::kFloat32, {B, H, S});
+  f.mods = mods;
+  if (bm) f.block_mask = bm->view();
+  Buffer fws(flex_forward_workspace_size(f));
+  f.workspace = Workspace{fws.p, flex_forward_workspace_size(f)};
+  const Status fst = flex_attention_forward(f);
+  if (!fst.ok()) { std::printf("%s: forward error: %s\n", name, fst.message().c_str()); return; }
+
+  FlexBwdParams p;
+  p.q = f.q; p.k = f.k; p.v = f.v; p.out = f.out; p.lse = f.lse;
+  p.dout = on_gpu(dout.p, DType::kBFloat16, {B, H, S, D});
+  p.dq = on_gpu(dq.p, DType::kBFloat16, {B, H, S, D});
+  p.dk = on_gpu(dk.p, DType::kBFloat16, {B, H, S, D});
+  p.dv = on_gpu(dv.p, DType::kBFloat16, {B, H, S, D});
+  p.mods = mods;
+  if (bm) p.block_mask = bm->view();
+  p.deterministic = deterministic;
+  Buffer ws(flex_backward_workspace_size(p));
+  p.workspace = Workspace{ws.p, flex_backward_workspace_size(p)};
+  const float ms = median_ms([&] { return flex_attention_backward(p); });
+  const double density = bm ? bm->density() : 1.0;
+  const double flops = 2.5 * 4.0 * B * H * double(S) * S * D * density;
+  double sq, sk, sv;
+  uint64_t hq, hk, hv;
+  checksum(dq.p, n, &sq, &hq);
+  checksum(dk.p, n, &sk, &hk);
+  checksum(dv.p, n, &sv, &hv);
+  std::printf("%-16s %s %8.3f ms %7.1f TFLOP/s  dq %.6e %016llx dk %016llx dv %016llx  err=%s\n", name,
+              deterministic ? "det" : "def", ms, flops / ms / 1e9, sq, (unsigned long long)hq, (unsigned long long)hk,
+              (unsigned long long)hv, cudaGetErrorString(cudaGetLastError()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rounds = argc > 1 ? std::atoi(argv[1]) : 1;
+  for (int r = 0; r < rounds; ++r) {
+    for (bool det : {false, true}) {
+      run("noop", false, false, -1, false, 0, det);
+      run("causal", false, true, -1, true, 0, det);
+      run("sliding1024", false, true, 1024, true, 0, det);
+      run("document_causal", false, true, -1, true, 2048, det);
+      if (!det) run("alibi_causal", true, true, -1, true, 0, det);
+    }
+  }
+  return 0;
+}
