@@ -183,15 +183,20 @@ void run(const char* name, bool alibi, bool causal, int64_t window, bool block_m
 
 }  // namespace
 
+// flex_bwd_probe [ROUNDS [CASE [det]]]: every case (default and deterministic) ROUNDS times, or only
+// CASE (e.g. for ncu), in the default mode unless "det" follows.
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 1;
+  const char* only = argc > 2 ? argv[2] : nullptr;
+  const bool only_det = argc > 3 && std::strcmp(argv[3], "det") == 0;
   for (int r = 0; r < rounds; ++r) {
     for (bool det : {false, true}) {
-      run("noop", false, false, -1, false, 0, det);
-      run("causal", false, true, -1, true, 0, det);
-      run("sliding1024", false, true, 1024, true, 0, det);
-      run("document_causal", false, true, -1, true, 2048, det);
-      if (!det) run("alibi_causal", true, true, -1, true, 0, det);
+      auto pick = [&](const char* name) { return only ? std::strcmp(name, only) == 0 && det == only_det : true; };
+      if (pick("noop")) run("noop", false, false, -1, false, 0, det);
+      if (pick("causal")) run("causal", false, true, -1, true, 0, det);
+      if (pick("sliding1024")) run("sliding1024", false, true, 1024, true, 0, det);
+      if (pick("document_causal")) run("document_causal", false, true, -1, true, 2048, det);
+      if (!det && pick("alibi_causal")) run("alibi_causal", true, true, -1, true, 0, det);
     }
   }
   return 0;

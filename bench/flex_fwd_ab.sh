@@ -7,14 +7,14 @@
 # compiled from those sources and linked before build/libattnkit.a (a CUDA build of the tree:
 # scripts/setup.sh), so each probe times that revision's kernel through the public API. Keep DIR in
 # an ignored folder (.deps/flexab) and carry it to the device with the binaries DIR/probe_NAME.
-# Logs with ptxas -v: DIR/build_NAME.log.
+# Logs with ptxas -v: DIR/build_NAME.log. PROBE_NVCC_FLAGS adds nvcc flags (e.g. -lineinfo, for ncu's source view).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$1; shift
 lib=build/libattnkit.a
 cutlass=$PWD/.deps/cutlass/cutlass_library/source/include
 [ -f $lib ] && [ -f $cutlass/cute/tensor.hpp ] || { echo "needs a CUDA build in build/ (scripts/setup.sh)" >&2; exit 1; }
-flags="-std=c++17 -O3 -DNDEBUG -DATTNKIT_WITH_CUDA=1 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr"
+flags="-std=c++17 -O3 -DNDEBUG -DATTNKIT_WITH_CUDA=1 -gencode=arch=compute_90a,code=sm_90a --expt-relaxed-constexpr ${PROBE_NVCC_FLAGS:-}"
 mkdir -p "$dir"
 pass=${PROBE:-flex_fwd}; pass=${pass#flex_}  # fwd or bwd
 [ "$pass" = fwd ] || [ "$pass" = bwd ] || { echo "PROBE must be flex_fwd or flex_bwd" >&2; exit 1; }
