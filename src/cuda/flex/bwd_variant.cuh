@@ -150,23 +150,27 @@ struct FlexBwdProbs {
       for (int i = 0; i < size(tSrS); ++i)
         if (key0 + get<0>(cS(i)) >= tile.seq.seqlen_k) tSrS(i) = -INFINITY;
     }
-    // P, and P * d(score mod) for dS (0 wherever P is: a masked score's derivative may not be
-    // finite). Without a score mod the derivative is 1 and dS needs P alone: a loop of its own
-    // (computing the derivative and selecting 1 per element was ~10% of the kernel's instructions).
-    auto probs = [&](auto with_derivative) __attribute__((always_inline)) {
-      CUTE_UNROLL
-      for (int i = 0; i < size(tSrS); ++i) {
-        const float x = tSrS(i);
-        const float p = attn::exp2_approx(x * scale_log2 - lse2[get<1>(cS(i))]);
-        tdVrP(i) = typename TensorP::value_type(p);
-        if constexpr (decltype(with_derivative)::value) tSrS(i) = p > 0.f ? p * f.score_mod.derivative_from_output(x) : 0.f;
-        else tSrS(i) = p;
-      }
-    };
+    // P, and for dS P times d(score mod). Without a score mod the derivative is 1 and dS needs P
+    // alone: a loop of its own (the derivative and a select of 1 per element were ~10% of the
+    // kernel's instructions; docs/perf/flex_bwd.md).
     if constexpr (kScorePasses) {
-      if (f.use_score_mod) return probs(std::true_type{});
+      if (f.use_score_mod) return probs_from_scores<true>(tSrS, tdVrP, cS, lse2, scale_log2);
     }
-    probs(std::false_type{});
+    probs_from_scores<false>(tSrS, tdVrP, cS, lse2, scale_log2);
+  }
+
+  template <bool kDerivative, class TensorS, class TensorP, class TensorC>
+  CUTE_DEVICE void probs_from_scores(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2,
+                                     float scale_log2) const {
+    CUTE_UNROLL
+    for (int i = 0; i < size(tSrS); ++i) {
+      const float x = tSrS(i);
+      const float p = attn::exp2_approx(x * scale_log2 - lse2[get<1>(cS(i))]);
+      tdVrP(i) = typename TensorP::value_type(p);
+      // (0 wherever P is: a masked score's derivative may not be finite.)
+      if constexpr (kDerivative) tSrS(i) = p > 0.f ? p * f.score_mod.derivative_from_output(x) : 0.f;
+      else tSrS(i) = p;
+    }
   }
 
   // A score mod without derivative_from_output: the mod, its derivative, the mask and P per element.
