@@ -163,26 +163,6 @@ TEST(FlexCatalog, MatchesNaiveEvaluation) {
   }
 }
 
-// The band a mask part declares (the GPU backward tests a tile by it instead of calling the part)
-// is the part: lo <= q - kv <= hi exactly where operator() keeps the pair.
-TEST(FlexCatalog, MaskBandsAgreeWithTheMasks) {
-  const int64_t positions[] = {0, 1, 2, 63, 64, 127, 1000, 4095, (int64_t(1) << 30) - 1};
-  auto check = [&](const auto& mod, const std::string& what) {
-    const DiagonalBand band = mod.band();
-    for (int64_t q : positions)
-      for (int64_t kv : positions) {
-        const bool in_band = band.lo <= q - kv && q - kv <= band.hi;
-        ASSERT_EQ(in_band, mod(0, 0, q, kv)) << what << " q " << q << " kv " << kv;
-      }
-  };
-  check(CausalMaskMod{}, "causal");
-  for (int64_t w : {int64_t(0), int64_t(1), int64_t(64), int64_t(1023), int64_t(1) << 30, int64_t(1) << 40}) {
-    SlidingWindowMaskMod window;
-    window.window = w;
-    check(window, "window " + std::to_string(w));
-  }
-}
-
 TEST(FlexBlockMask, SkippingEqualsFullEvaluation) {
   FlexCase c;
   c.Sq = 70;
