@@ -6,8 +6,6 @@
 //                                               T* dscore) const;
 //               returns the modified score and writes d(modified)/d(score) to *dscore.
 //   mask mod:   bool operator()(int64_t b, int64_t h, int64_t q, int64_t kv) const;
-//               optionally also `DiagonalBand band() const`: the mask is lo <= q - kv <= hi (a
-//               function of q - kv alone; the GPU backward then tests a whole tile in 32 bits).
 // Pointers inside a functor must address memory of the device the op runs on.
 //
 // Positions are below 2^31 on every backend (the GPU kernels take sequences below 2^30; a CPU
@@ -110,16 +108,9 @@ struct CatalogScoreMod {
   }
 };
 
-// What a mask mod that depends on q - kv alone keeps: lo <= q - kv <= hi. Positions are below
-// 2^30 on the GPU (the kernels check), so the bounds clamp to 32 bits without changing the mask.
-struct DiagonalBand {
-  int32_t lo = -(1 << 30), hi = 1 << 30;
-};
-
 // The catalog's mask mods, each a functor of its own.
 struct CausalMaskMod {
   ATTNKIT_HD bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return kv <= q; }
-  ATTNKIT_HD DiagonalBand band() const { return {0, 1 << 30}; }
 };
 
 // Causal, and the first prefix[b] keys visible to every query (prefix-LM).
@@ -137,7 +128,6 @@ struct PrefixLmMaskMod {
 struct SlidingWindowMaskMod {
   int64_t window = -1;  // visible when q - kv <= window
   ATTNKIT_HD bool operator()(int64_t, int64_t, int64_t q, int64_t kv) const { return q - kv <= window; }
-  ATTNKIT_HD DiagonalBand band() const { return {-(1 << 30), window < (1 << 30) ? int32_t(window) : (1 << 30)}; }
 };
 
 struct DocumentMaskMod {

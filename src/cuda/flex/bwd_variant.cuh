@@ -79,12 +79,6 @@ struct FlexBwdTile {
   }
 };
 
-// A mask part that is a band of diagonals (lo <= q - kv <= hi; flex_mods.hpp's DiagonalBand).
-template <class M, class = void>
-inline constexpr bool has_band_v = false;
-template <class M>
-inline constexpr bool has_band_v<M, std::void_t<decltype(std::declval<const M&>().band())>> = true;
-
 // A score mod whose derivative follows from its output (the catalog: its parts are applied one
 // pass each, as in the forward, and no per-element derivative has to stay in registers).
 template <class M, class = void>
@@ -141,36 +135,15 @@ struct FlexBwdProbs {
         else pass(f.score_mod);
       }
     }
-    // Mask mod, one pass per part; the band parts (causal, sliding window) together as one pass
-    // over q - kv in 32 bits (no clamping: rows past Sq have P = 0, keys past Sk are masked below).
+    // Mask mod, one pass per part; keys past Sk.
     if (use_mask) {
-      DiagonalBand band;
-      bool banded = false;
       auto pass = [&](const auto& mod) __attribute__((always_inline)) {
-        if constexpr (has_band_v<std::decay_t<decltype(mod)>>) {
-          const DiagonalBand part = mod.band();
-          band.lo = max(band.lo, part.lo);
-          band.hi = min(band.hi, part.hi);
-          banded = true;
-        } else {
-          for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
-            if (!mod(b, h, q, kv)) x = -INFINITY;
-          });
-        }
+        for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
+          if (!mod(b, h, q, kv)) x = -INFINITY;
+        });
       };
       if constexpr (has_parts_v<MaskMod>) f.mask_mod.for_each_part(pass);
       else if constexpr (!is_no_mask_v<MaskMod>) pass(f.mask_mod);
-      if (banded) {
-        // Visible iff 0 <= (q - kv) - lo <= hi - lo: one unsigned compare (a negative offset
-        // wraps past the width, which is at most 2^31), in 32-bit wrapping arithmetic.
-        const uint32_t width = band.lo <= band.hi ? uint32_t(band.hi) - uint32_t(band.lo) : 0;
-        const uint32_t base = uint32_t(row0) - uint32_t(key0) - uint32_t(band.lo);
-        CUTE_UNROLL
-        for (int i = 0; i < size(tSrS); ++i) {
-          const uint32_t offset = base + uint32_t(get<1>(cS(i))) - uint32_t(get<0>(cS(i)));
-          if (offset > width || band.lo > band.hi) tSrS(i) = -INFINITY;
-        }
-      }
     }
     if (key0 + Traits::kBlockN > tile.seq.seqlen_k) {
       CUTE_UNROLL
