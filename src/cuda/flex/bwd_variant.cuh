@@ -59,7 +59,8 @@ struct FlexBwdTile {
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
   CUTE_DEVICE int num_query_tiles() const { return n_total; }
   CUTE_DEVICE int32_t entry(int j) const { return f.lists.tiles[int64_t(list) * f.lists.m_tiles + j]; }
-  CUTE_DEVICE int query_tile(int j) const {  // last first, as the dense path
+  // The lists' order (block_lists.hpp); without a BlockMask last first, as the dense path.
+  CUTE_DEVICE int query_tile(int j) const {
     return f.block_mask ? QueryTileLists::query_tile_of(entry(j)) : n_total - 1 - j;
   }
   CUTE_DEVICE attn::BwdVisit visit(int j) const {  // one load of the list entry
