@@ -13,69 +13,12 @@
 #include <vector>
 
 #include "attnkit/flex.hpp"
+#include "flex_probe_common.cuh"
 
 using namespace attnkit;
+using namespace flex_probe;
 
 namespace {
-
-__global__ void fill(uint16_t* p, size_t n, uint32_t seed) {  // bf16 values in [-1.7, 1.7)
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ seed;
-    x ^= x >> 13; x *= 0x5bd1e995; x ^= x >> 15;
-    const float f = (float(x & 0xffff) / 65536.f - 0.5f) * 3.4f;
-    p[i] = uint16_t(__float_as_uint(f) >> 16);
-  }
-}
-
-struct Buffer {
-  void* p = nullptr;
-  explicit Buffer(size_t bytes) { cudaMalloc(&p, std::max<size_t>(bytes, 16)); }
-  ~Buffer() { cudaFree(p); }
-};
-
-TensorView on_gpu(void* p, DType dt, std::initializer_list<int64_t> shape) {
-  return TensorView::contiguous(p, dt, Device::cuda(0), shape);
-}
-
-// A BlockMask (128 x 128 blocks) of a causal mask with an optional window or documents of doc_len
-// (a multiple of 128) tokens: per query block, the partial blocks (the diagonal, the window's left
-// edge) and the full ones between them.
-struct BlockMask {
-  std::vector<int32_t> num, idx, full_num, full_idx;
-  std::unique_ptr<Buffer> dnum, didx, dfull_num, dfull_idx;
-  int64_t nb;
-  BlockMask(int64_t s, int64_t window, int64_t doc_len) : nb(s / 128) {
-    num.assign(nb, 0); full_num.assign(nb, 0); idx.assign(nb * nb, 0); full_idx.assign(nb * nb, 0);
-    for (int64_t qb = 0; qb < nb; ++qb) {
-      int64_t lo = window < 0 ? 0 : std::max<int64_t>(0, qb * 128 - window);  // first visible key of the block's first row
-      if (doc_len > 0) lo = qb * 128 / doc_len * doc_len;
-      for (int64_t kb = lo / 128; kb <= qb; ++kb) {
-        const bool full = kb < qb && (window < 0 || kb * 128 >= qb * 128 + 127 - window);
-        if (full) full_idx[qb * nb + full_num[qb]++] = int32_t(kb);
-        else idx[qb * nb + num[qb]++] = int32_t(kb);
-      }
-    }
-    auto up = [](const std::vector<int32_t>& v) {
-      auto b = std::make_unique<Buffer>(v.size() * 4);
-      cudaMemcpy(b->p, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
-      return b;
-    };
-    dnum = up(num); didx = up(idx); dfull_num = up(full_num); dfull_idx = up(full_idx);
-  }
-  BlockMaskView view() const {
-    BlockMaskView v;
-    v.kv_num_blocks = on_gpu(dnum->p, DType::kInt32, {1, 1, nb});
-    v.kv_indices = on_gpu(didx->p, DType::kInt32, {1, 1, nb, nb});
-    v.full_kv_num_blocks = on_gpu(dfull_num->p, DType::kInt32, {1, 1, nb});
-    v.full_kv_indices = on_gpu(dfull_idx->p, DType::kInt32, {1, 1, nb, nb});
-    return v;
-  }
-  double density() const {
-    double n = 0;
-    for (int64_t qb = 0; qb < nb; ++qb) n += num[qb] + full_num[qb];
-    return n / double(nb * nb);
-  }
-};
 
 float median_ms(FlexFwdParams& p) {
   cudaEvent_t e0, e1;
