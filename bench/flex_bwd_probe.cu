@@ -24,26 +24,6 @@ using namespace flex_probe;
 
 namespace {
 
-template <class F>
-float median_ms(F&& launch) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> ts;
-  for (int it = 0; it < 33; ++it) {
-    cudaEventRecord(e0);
-    const Status st = launch();
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    if (!st.ok()) { std::printf("error: %s\n", st.message().c_str()); return NAN; }
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (it >= 3) ts.push_back(ms);
-  }
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
-}
-
 float uint_as_float(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);

@@ -20,25 +20,6 @@ using namespace flex_probe;
 
 namespace {
 
-float median_ms(FlexFwdParams& p) {
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  std::vector<float> ts;
-  for (int it = 0; it < 33; ++it) {
-    cudaEventRecord(e0);
-    const Status st = flex_attention_forward(p);
-    cudaEventRecord(e1);
-    cudaEventSynchronize(e1);
-    if (!st.ok()) { std::printf("error: %s\n", st.message().c_str()); return NAN; }
-    float ms;
-    cudaEventElapsedTime(&ms, e0, e1);
-    if (it >= 3) ts.push_back(ms);
-  }
-  std::sort(ts.begin(), ts.end());
-  return ts[ts.size() / 2];
-}
-
 void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, bool alibi, bool causal,
          int64_t window, bool block_mask, int64_t doc_len = 0) {
   const int64_t D = 128;
@@ -71,7 +52,7 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
   if (bm) p.block_mask = bm->view();
   Buffer ws(flex_forward_workspace_size(p));
   p.workspace = Workspace{ws.p, flex_forward_workspace_size(p)};
-  const float ms = median_ms(p);
+  const float ms = median_ms([&] { return flex_attention_forward(p); });
   const double density = bm ? bm->density() : 1.0;
   const double flops = 4.0 * B * hq * double(sq) * sk * D * density;
   const double kv_gbs = 2.0 * B * hkv * sk * D * 2 / ms / 1e6;

@@ -1,10 +1,12 @@
 // bench/flex_probe_common.cuh — what the flex probes (flex_fwd_probe.cu, flex_bwd_probe.cu) share:
 // bf16 inputs from a hash of the element index, device buffers, and a 128 x 128 BlockMask of a
-// causal mask with an optional window or documents.
+// causal mask with an optional window or documents, and the median timing of a launch.
 #pragma once
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -73,5 +75,26 @@ struct BlockMask {
     return n / double(nb * nb);
   }
 };
+
+// Median of 30 timed launches (CUDA events) after 3 warm-up ones; NaN (and the message) on an error.
+template <class F>
+float median_ms(F&& launch) {
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  std::vector<float> ts;
+  for (int it = 0; it < 33; ++it) {
+    cudaEventRecord(e0);
+    const Status st = launch();
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    if (!st.ok()) { std::printf("error: %s\n", st.message().c_str()); return NAN; }
+    float ms;
+    cudaEventElapsedTime(&ms, e0, e1);
+    if (it >= 3) ts.push_back(ms);
+  }
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
 
 }  // namespace flex_probe
