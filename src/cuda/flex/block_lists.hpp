@@ -69,6 +69,12 @@ struct ListBuildArgs {
   bool partial_first = true;  // the entries' order (above): false for the deterministic mode
   int32_t* cells = nullptr;  // [Bm, Hm, nq, nk] scratch
   QueryTileLists out;
+
+  // The gather's walks down a column: partial first, pass 1 (partial blocks) then 2 (full ones);
+  // else one pass 0 over every marked block.
+  ATTNKIT_HD int first_pass() const { return partial_first ? 1 : 0; }
+  ATTNKIT_HD int last_pass() const { return partial_first ? 2 : 0; }
+  ATTNKIT_HD static bool in_pass(int32_t cell, int pass) { return pass == 0 ? (cell & 3) != 0 : (cell & 3) == pass; }
 };
 
 // Thread t of the mark step: t = (b * Hm + h) * nq + r.
@@ -99,10 +105,10 @@ ATTNKIT_HD void gather_key_block_column(const ListBuildArgs& x, int64_t t) {
   int32_t* tiles = l.tiles + t * l.m_tiles;
   int32_t* turns = l.turns + t * l.m_tiles;
   int n = 0;
-  for (int pass = x.partial_first ? 1 : 0; pass <= (x.partial_first ? 2 : 0); ++pass) {
+  for (int pass = x.first_pass(); pass <= x.last_pass(); ++pass) {
     for (int r = x.nq - 1; r >= 0; --r) {
       const int32_t cell = x.cells[(bh * x.nq + r) * l.nk + kb];
-      if (pass == 0 ? (cell & 3) == 0 : (cell & 3) != pass) continue;  // pass 0: every marked block
+      if (!ListBuildArgs::in_pass(cell, pass)) continue;
       for (int s = x.q_sub - 1; s >= 0; --s) {
         const int m = r * x.q_sub + s;
         if (m >= l.m_tiles) continue;  // the last query block may end early

@@ -69,12 +69,11 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_gather_kernel(const ListBui
   int32_t* tiles = l.tiles + t * l.m_tiles;
   int32_t* turns = l.turns + t * l.m_tiles;
   int n = 0;
-  for (int pass = x.partial_first ? 1 : 0; pass <= (x.partial_first ? 2 : 0); ++pass) {
+  for (int pass = x.first_pass(); pass <= x.last_pass(); ++pass) {
     for (int top = x.nq - 1; top >= 0; top -= 32) {
       const int r = top - lane;
       const int32_t cell = r >= 0 ? x.cells[(bh * x.nq + r) * l.nk + kb] : 0;
-      const bool hit = pass == 0 ? (cell & 3) != 0 : (cell & 3) == pass;  // pass 0: every marked block
-      const int count = hit ? max(0, min(x.q_sub, l.m_tiles - r * x.q_sub)) : 0;
+      const int count = ListBuildArgs::in_pass(cell, pass) ? max(0, min(x.q_sub, l.m_tiles - r * x.q_sub)) : 0;
       int upto = count;  // inclusive prefix sum over the lanes (rows top, top - 1, ...)
       for (int d = 1; d < 32; d *= 2) {
         const int v = __shfl_up_sync(0xffffffffu, upto, d);

@@ -59,15 +59,14 @@ struct FlexBwdTile {
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
   CUTE_DEVICE int num_query_tiles() const { return n_total; }
   CUTE_DEVICE int32_t entry(int j) const { return f.lists.tiles[int64_t(list) * f.lists.m_tiles + j]; }
-  // The lists' order (block_lists.hpp); without a BlockMask last first, as the dense path.
-  CUTE_DEVICE int query_tile(int j) const {
-    return f.block_mask ? QueryTileLists::query_tile_of(entry(j)) : n_total - 1 - j;
-  }
-  CUTE_DEVICE attn::BwdVisit visit(int j) const {  // one load of the list entry
+  // In the lists' order (block_lists.hpp); without a BlockMask last first, as the dense path. One
+  // load of the list entry gives the tile and its full-block flag.
+  CUTE_DEVICE attn::BwdVisit visit(int j) const {
     if (!f.block_mask) return {n_total - 1 - j, false};
     const int32_t e = entry(j);
     return {QueryTileLists::query_tile_of(e), QueryTileLists::is_full(e)};
   }
+  CUTE_DEVICE int query_tile(int j) const { return visit(j).m; }
   // Key tiles before this one adding into the j-th visited query tile: those of the earlier key
   // blocks that meet its query block, then the earlier tiles of this block.
   CUTE_DEVICE int dq_turn(int j) const {
