@@ -91,7 +91,7 @@ Status flex_backward_with_mods(const FlexBwdParams& p, const ScoreMod& score_mod
   using Variant = flex::FlexBwdVariant<ScoreMod, MaskMod>;
   typename Variant::Args f;
   detail::set_mods(f, score_mod, mask_mod);
-  ATTNKIT_RETURN_IF_ERROR(flex::set_bwd_block_mask(p, f));
+  ATTNKIT_RETURN_IF_ERROR(flex::set_bwd_block_mask(p, f, a));
   using Element = std::conditional_t<kDType == DType::kBFloat16, cutlass::bfloat16_t, cutlass::half_t>;
   const cudaError_t err = attn::launch_bwd<Element, kHeadDim, Variant>(a, f);
   return cuda_status(err, "cuda::flex_backward_with_mods");

@@ -50,6 +50,10 @@ struct AttnBwdArgs {
   // where many key tiles meet each query tile: there the claims' waits cost more than the zeroing
   // (docs/perf/attention_bwd.md, "dQ without the zeroing").
   bool dq_zeroed = false;
+  // The kernel just before the preprocess in the stream (flex's list builder, bwd_lists.cuh) lets
+  // it start early (programmatic_launch.cuh): the preprocess reads nothing that kernel writes, and
+  // waits for it before ending, so the main kernel after it sees both.
+  bool preprocess_after_trigger = false;
 
   // Workspace (fp32 unless noted), carved by the dispatcher.
   int rows_padded = 0;          // padded query rows per head (see above)

@@ -9,6 +9,7 @@
 
 #include "src/cuda/attention/bwd_kernel.cuh"
 #include "src/cuda/attention/bwd_prepost.cuh"
+#include "src/cuda/programmatic_launch.cuh"
 #include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda::attn {
@@ -22,7 +23,8 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
   const bool gqa = a.heads_q != a.heads_kv;
   const int64_t rows_k = varlen ? a.seqlen_k : int64_t(a.batch) * a.seqlen_k;
   cudaError_t err = cudaSuccess;  // the dQ semaphores are zeroed by the preprocess kernel
-  if (gqa && !a.split_dkv) {
+  const bool zero_dkv = gqa && !a.split_dkv;
+  if (zero_dkv) {
     const size_t bytes = rows_k * a.heads_kv * kHeadDim * sizeof(float);
     err = cudaMemsetAsync(a.dk_accum, 0, bytes, stream);
     if (err == cudaSuccess) err = cudaMemsetAsync(a.dv_accum, 0, bytes, stream);
@@ -31,7 +33,15 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
   if (a.batch == 0 || a.heads_q == 0) return cudaSuccess;
 
   const int max_rows = (a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM * T::kBlockM;
-  if (max_rows > 0) attention_bwd_preprocess_kernel<Element, kHeadDim><<<dim3(max_rows / T::kBlockM, a.heads_q, a.batch), 256, 0, stream>>>(a);
+  if (max_rows > 0) {
+    const dim3 grid(max_rows / T::kBlockM, a.heads_q, a.batch);
+    // (After the memsets the kernel ahead is not the one that allows an early start.)
+    if (a.preprocess_after_trigger && !zero_dkv)
+      err = launch_after_trigger(attention_bwd_preprocess_kernel<Element, kHeadDim>, grid, 256, 0, stream, a);
+    else
+      attention_bwd_preprocess_kernel<Element, kHeadDim><<<grid, 256, 0, stream>>>(a);
+    if (err != cudaSuccess) return err;
+  }
 
   const int batch_dim = varlen ? 1 : a.batch;
   auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };

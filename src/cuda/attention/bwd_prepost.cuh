@@ -12,6 +12,7 @@
 #include "src/cuda/attention/bwd_tile.cuh"
 #include "src/cuda/attention/bwd_traits.cuh"
 #include "src/cuda/attention/fragment.cuh"
+#include "src/cuda/programmatic_launch.cuh"
 
 namespace attnkit::cuda::attn {
 
@@ -29,7 +30,7 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
   static_assert(kRowPieces <= 32 && kBwdBlockM % kRowsPerPass == 0);
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   const SeqInfo seq(a, b);
-  if (m * kBwdBlockM >= seq.seqlen_q) return;  // past this sequence's padded rows
+  if (m * kBwdBlockM >= seq.seqlen_q) return wait_for_prerequisites();  // past this sequence's padded rows
   const bool varlen = a.cu_seqlens_q != nullptr;
   const Element* o = static_cast<const Element*>(a.out) + (varlen ? 0 : b * a.o_stride[0]) + h * a.o_stride[2];
   const Element* g = static_cast<const Element*>(a.dout) + (varlen ? 0 : b * a.do_stride[0]) + h * a.do_stride[2];
@@ -72,6 +73,8 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
     a.delta[row0 + lr] = delta;
     a.lse2[row0 + lr] = lse2;
   }
+  // Launched to overlap the kernel ahead (AttnBwdArgs::preprocess_after_trigger): not done before it is.
+  wait_for_prerequisites();
 }
 
 // grid (query tiles of the longest sequence, heads_q, batch), 256 threads: thread t takes the

@@ -39,7 +39,7 @@ Status flex_backward(const FlexBwdParams& p) {
   f.mask_mod = catalog_mask_mod(p.mods);
   f.use_score_mod = p.mods.has_score_mod();
   f.use_mask_mod = p.mods.has_mask_mod();
-  ATTNKIT_RETURN_IF_ERROR(flex::set_bwd_block_mask(p, f));
+  ATTNKIT_RETURN_IF_ERROR(flex::set_bwd_block_mask(p, f, a));
   const cudaError_t err = p.q.dtype == DType::kBFloat16 ? launch<cutlass::bfloat16_t>(p.q.size(3), a, f)
                                                         : launch<cutlass::half_t>(p.q.size(3), a, f);
   return cuda_status(err, "flex_attention_backward");

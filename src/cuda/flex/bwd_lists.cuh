@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "src/cuda/flex/block_lists.hpp"
+#include "src/cuda/programmatic_launch.cuh"
 
 namespace attnkit::cuda::flex {
 
@@ -20,6 +21,7 @@ template <int kThreads>
 __global__ void __launch_bounds__(kThreads) flex_bwd_mark_kernel(const ListBuildArgs x) {
   static_assert(kThreads % 32 == 0);
   __shared__ int warp_marks[kThreads / 32];
+  allow_dependents_to_start();  // the gather, which waits for this kernel to end
   const QueryTileLists& l = x.out;
   const int64_t t = blockIdx.x;
   const int r = int(t % x.nq), h = int(t / x.nq % l.hm), b = int(t / x.nq / l.hm);
@@ -60,6 +62,8 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_mark_kernel(const ListBuild
 // query block).
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) flex_bwd_gather_kernel(const ListBuildArgs x) {
+  allow_dependents_to_start();  // the backward's preprocess, which needs nothing from the lists
+  wait_for_prerequisites();     // the mark kernel's table
   const QueryTileLists& l = x.out;
   const int64_t t = (blockIdx.x * int64_t(kThreads) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -90,13 +94,19 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_gather_kernel(const ListBui
   if (lane == 0) l.num[t] = n;
 }
 
+// Whether build_query_tile_lists launches its kernels (not for an empty mask).
+inline bool builds_lists(const ListBuildArgs& x) { return int64_t(x.out.bm) * x.out.hm * x.nq * x.out.nk > 0; }
+
+// The two kernels on `stream`; the gather starts early (it waits for the mark kernel's table) and
+// lets the next kernel start early too (AttnBwdArgs::preprocess_after_trigger).
 inline cudaError_t build_query_tile_lists(const ListBuildArgs& x, cudaStream_t stream) {
+  if (!builds_lists(x)) return cudaSuccess;
   const int64_t rows = int64_t(x.out.bm) * x.out.hm * x.nq, cols = int64_t(x.out.bm) * x.out.hm * x.out.nk;
-  if (rows == 0 || cols == 0) return cudaSuccess;
   constexpr int kThreads = 128;
   flex_bwd_mark_kernel<kThreads><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x);
-  flex_bwd_gather_kernel<kThreads><<<static_cast<unsigned>((cols * 32 + kThreads - 1) / kThreads), kThreads, 0, stream>>>(x);
-  return cudaGetLastError();
+  const cudaError_t err = launch_after_trigger(flex_bwd_gather_kernel<kThreads>, dim3(static_cast<unsigned>((cols * 32 + kThreads - 1) / kThreads)),
+                                               dim3(kThreads), 0, stream, x);
+  return err != cudaSuccess ? err : cudaGetLastError();
 }
 
 }  // namespace attnkit::cuda::flex

@@ -107,9 +107,9 @@ inline Status fill_bwd_args(const FlexBwdParams& p, AttnBwdArgs& a) {
 }
 
 // The BlockMask's lists into f (FlexBwdArgs of any functors) and the kernels that build them on
-// `stream`; nothing without a BlockMask.
+// `stream` (the backward's preprocess then overlaps them: a); nothing without a BlockMask.
 template <class Args>
-Status set_bwd_block_mask(const FlexBwdParams& p, Args& f) {
+Status set_bwd_block_mask(const FlexBwdParams& p, Args& f, AttnBwdArgs& a) {
   const BlockMaskView& m = p.block_mask;
   if (!m.defined()) return Status::Ok();
   const int64_t d = p.q.size(3), bn = bwd_key_tile_width(d);
@@ -139,6 +139,7 @@ Status set_bwd_block_mask(const FlexBwdParams& p, Args& f) {
   x.partial_first = !p.deterministic;  // (block_lists.hpp: the ordered dQ needs one order)
   x.cells = reinterpret_cast<int32_t*>(ws + plan.cells);
   x.out = l;
+  a.preprocess_after_trigger = builds_lists(x);
   const cudaError_t err = build_query_tile_lists(x, static_cast<cudaStream_t>(p.stream));
   return cuda_status(err, "flex_attention_backward");
 }
