@@ -163,6 +163,38 @@ TEST(FlexCatalog, MatchesNaiveEvaluation) {
   }
 }
 
+// holds_on_box (the kernels skip a mask part's pass over a tile where it says true): over random
+// boxes, true only where the part holds on every element, and true where the corners say so for
+// the monotone parts (causal, prefix-LM's causal half, sliding window); never for documents.
+TEST(FlexCatalog, MaskPartHoldsOnBoxExactlyWhenEveryElementDoes) {
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int64_t> pos(0, 60), len(0, 12);
+  const int32_t prefix[1] = {20};
+  const int32_t doc[80] = {};  // one document: the part holds everywhere, yet cannot be told from corners
+  const PrefixLmMaskMod prefix_lm{prefix, 1};
+  const DocumentMaskMod documents{doc, doc};
+  int told = 0;
+  for (int trial = 0; trial < 4000; ++trial) {
+    const int64_t q_lo = pos(rng), q_hi = q_lo + len(rng), kv_lo = pos(rng), kv_hi = kv_lo + len(rng);
+    const SlidingWindowMaskMod window{len(rng)};
+    auto every = [&](const auto& part) {
+      for (int64_t q = q_lo; q <= q_hi; ++q)
+        for (int64_t kv = kv_lo; kv <= kv_hi; ++kv)
+          if (!part(0, 0, q, kv)) return false;
+      return true;
+    };
+    SCOPED_TRACE("q [" + std::to_string(q_lo) + ", " + std::to_string(q_hi) + "] kv [" + std::to_string(kv_lo) + ", " +
+                 std::to_string(kv_hi) + "]");
+    EXPECT_EQ(holds_on_box(CausalMaskMod{}, q_lo, q_hi, kv_lo, kv_hi), every(CausalMaskMod{}));
+    EXPECT_EQ(holds_on_box(window, q_lo, q_hi, kv_lo, kv_hi), every(window)) << "window " << window.window;
+    // Prefix-LM: told from its causal half only, so true implies every element holds.
+    if (holds_on_box(prefix_lm, q_lo, q_hi, kv_lo, kv_hi)) EXPECT_TRUE(every(prefix_lm));
+    EXPECT_FALSE(holds_on_box(documents, q_lo, q_hi, kv_lo, kv_hi));
+    told += holds_on_box(CausalMaskMod{}, q_lo, q_hi, kv_lo, kv_hi);
+  }
+  EXPECT_GT(told, 500);  // the random boxes hit both answers
+}
+
 TEST(FlexBlockMask, SkippingEqualsFullEvaluation) {
   FlexCase c;
   c.Sq = 70;

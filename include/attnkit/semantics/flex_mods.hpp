@@ -140,6 +140,20 @@ struct DocumentMaskMod {
   }
 };
 
+// Whether a mask part holds for every query of [q_lo, q_hi] and every key of [kv_lo, kv_hi]:
+// decided from the box's corners where the part is monotone in q and kv (causal, prefix-LM through
+// its causal half, sliding window), else false (the part is then evaluated per element). Lets a
+// kernel skip a part's pass over a tile it cannot mask.
+template <class MaskPart>
+ATTNKIT_HD bool holds_on_box(const MaskPart&, int64_t /*q_lo*/, int64_t /*q_hi*/, int64_t /*kv_lo*/, int64_t /*kv_hi*/) {
+  return false;
+}
+ATTNKIT_HD bool holds_on_box(const CausalMaskMod&, int64_t q_lo, int64_t, int64_t, int64_t kv_hi) { return kv_hi <= q_lo; }
+ATTNKIT_HD bool holds_on_box(const PrefixLmMaskMod&, int64_t q_lo, int64_t, int64_t, int64_t kv_hi) { return kv_hi <= q_lo; }
+ATTNKIT_HD bool holds_on_box(const SlidingWindowMaskMod& m, int64_t, int64_t q_hi, int64_t kv_lo, int64_t) {
+  return q_hi - kv_lo <= m.window;
+}
+
 // causal (with an optional prefix-LM prefix), sliding window, document ids — and-ed together.
 // As with CatalogScoreMod, kernels apply the enabled parts one pass each (for_each_part).
 struct CatalogMaskMod {

@@ -94,9 +94,10 @@ struct FlexBwdProbs {
   const AttnBwdArgs& a;
   const Args& f;
   const FlexBwdTile<Traits, Args>& tile;
+  int wg;
 
-  CUTE_DEVICE FlexBwdProbs(const AttnBwdArgs& a_, const Args& f_, const FlexBwdTile<Traits, Args>& tile_, int /*wg*/)
-      : a(a_), f(f_), tile(tile_) {}
+  CUTE_DEVICE FlexBwdProbs(const AttnBwdArgs& a_, const Args& f_, const FlexBwdTile<Traits, Args>& tile_, int wg_)
+      : a(a_), f(f_), tile(tile_), wg(wg_) {}
 
   // fn(x, q, kv) for every element (key, query) of the S^T fragment. Rows past Sq (P = 0: their
   // lse2 is +inf) and keys past Sk (masked) are clamped so that a mod reading per-position tables
@@ -135,9 +136,13 @@ struct FlexBwdProbs {
         else pass(f.score_mod);
       }
     }
-    // Mask mod, one pass per part; keys past Sk.
+    // Mask mod, one pass per part, skipped where the part holds on this warpgroup's whole box of
+    // scores (its 64 keys, its query rows): of the sliding window's four partial tiles a key tile
+    // meets, most warpgroups then need one part's pass or none. Then keys past Sk.
     if (use_mask) {
+      const int64_t kv_lo = key0 + Traits::wg_key0(wg), q_lo = row0 + Traits::wg_query0(wg);
       auto pass = [&](const auto& mod) __attribute__((always_inline)) {
+        if (holds_on_box(mod, q_lo, q_lo + Traits::kWgQueries - 1, kv_lo, kv_lo + 63)) return;
         for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
           if (!mod(b, h, q, kv)) x = -INFINITY;
         });
