@@ -119,6 +119,7 @@ void check(const FlexGpuCase& c, bool deterministic = false) {
 
 class FlexBwdGpu : public GpuTest {};
 
+// (Without a BlockMask these run on the softmax attention backward's instantiations: bwd_dispatch.cu.)
 TEST_F(FlexBwdGpu, NoModsHeadDimsAndAwkwardLengths) {
   for (const FlexGpuCase& c : no_mod_cases()) check(c);
 }
@@ -160,6 +161,10 @@ TEST_F(FlexBwdGpu, DeterministicIsBitwise) {
   cases[2].Sq = cases[2].Sk = 512;  // the sparse pattern, D256
   cases[2].D = 256;
   cases[2].block_pattern = [](int64_t, int64_t h, int64_t, int64_t j) { return ((j / 128) + h) % 2 == 0; };
+  FlexGpuCase plain;  // no mods, no BlockMask: the softmax attention backward runs it
+  plain.Sq = plain.Sk = 700;
+  plain.block_mask = 0;
+  cases.push_back(plain);
   for (const FlexGpuCase& c : cases) {
     SCOPED_TRACE(c.name());
     check(c, true);
