@@ -142,10 +142,23 @@ struct FlexBwdProbs {
     if (use_mask) {
       const int64_t kv_lo = key0 + Traits::wg_key0(wg), q_lo = row0 + Traits::wg_query0(wg);
       auto pass = [&](const auto& mod) __attribute__((always_inline)) {
+        using Part = std::decay_t<decltype(mod)>;
         if (holds_on_box(mod, q_lo, q_lo + Traits::kWgQueries - 1, kv_lo, kv_lo + 63)) return;
-        for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
-          if (!mod(b, h, q, kv)) x = -INFINITY;
-        });
+        if constexpr (std::is_same_v<Part, CausalMaskMod> || std::is_same_v<Part, SlidingWindowMaskMod>) {
+          // q - kv against a bound, in 32 bits and unclamped (these parts read no table; rows past
+          // Sq have P = 0, keys past Sk are masked below). Causal: visible when q - kv >= 0.
+          int lo = 0, hi = INT32_MAX;
+          if constexpr (std::is_same_v<Part, SlidingWindowMaskMod>) lo = INT32_MIN, hi = int(min<int64_t>(mod.window, INT32_MAX));
+          CUTE_UNROLL
+          for (int i = 0; i < size(tSrS); ++i) {
+            const int d = (row0 + get<1>(cS(i))) - (key0 + get<0>(cS(i)));
+            if (d < lo || d > hi) tSrS(i) = -INFINITY;
+          }
+        } else {
+          for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
+            if (!mod(b, h, q, kv)) x = -INFINITY;
+          });
+        }
       };
       if constexpr (has_parts_v<MaskMod>) f.mask_mod.for_each_part(pass);
       else if constexpr (!is_no_mask_v<MaskMod>) pass(f.mask_mod);
