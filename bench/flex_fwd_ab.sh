@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench/flex_fwd_ab.sh — builds bench/flex_fwd_probe.cu once per flex forward variant.
 #   bash bench/flex_fwd_ab.sh DIR NAME=REV...
-#   PROBE=flex_bwd bash bench/flex_fwd_ab.sh DIR NAME=REV...   (the backward: bench/flex_bwd_probe.cu)
+#   PROBE=flex_bwd bash bench/flex_fwd_ab.sh DIR NAME=REV...   (the backward: bench/flex_bwd_probe.cu, and
+#   the revision's dense D128 backward, which runs its no-mod case)
 # A variant is a git revision's src/ and include/ (exported to DIR/NAME), with DIR/NAME.patch
 # applied on top when that file exists. Its flex D128 bf16 kernel(s) and its flex dispatch are
 # compiled from those sources and linked before build/libattnkit.a (a CUDA build of the tree:
@@ -35,6 +36,10 @@ build() {  # build NAME REV
     for k in $variants; do
       echo "template cudaError_t launch_${pass}<cutlass::bfloat16_t, 128, flex::$k>(const $args&, const flex::$k::Args&);"
     done
+    # Since v20 the flex backward runs its no-mod cases on the softmax backward: that revision's
+    # too, not the library's (a stale library's crashed the probe).
+    [ $pass = bwd ] && grep -q launch_attention_bwd "$src/src/cuda/flex/bwd_dispatch.cu" &&
+      echo "template cudaError_t launch_attention_bwd<cutlass::bfloat16_t, 128>(const AttnBwdArgs&);"
     echo '}'; } > "$src/kernel.cu"
   local inc="-I$src -I$src/include -I$cutlass"
   { nvcc $flags $inc -Xptxas -v -c "$src/kernel.cu" -o "$src/kernel.o" &&
