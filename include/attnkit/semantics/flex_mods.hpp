@@ -140,18 +140,31 @@ struct DocumentMaskMod {
   }
 };
 
-// Whether a mask part holds for every query of [q_lo, q_hi] and every key of [kv_lo, kv_hi]:
-// decided from the box's corners where the part is monotone in q and kv (causal, prefix-LM through
-// its causal half, sliding window), else false (the part is then evaluated per element). Lets a
-// kernel skip a part's pass over a tile it cannot mask.
+// The parts that depend on q - kv alone, as the band lo <= q - kv <= hi they keep: kernels test
+// them with one 32-bit compare per score, and whole boxes of scores from their corners.
+struct DiagonalBand {
+  int64_t lo, hi;
+};
+ATTNKIT_HD DiagonalBand diagonal_band(const CausalMaskMod&) { return {0, INT64_MAX}; }
+ATTNKIT_HD DiagonalBand diagonal_band(const SlidingWindowMaskMod& m) { return {INT64_MIN, m.window}; }
 template <class MaskPart>
-ATTNKIT_HD bool holds_on_box(const MaskPart&, int64_t /*q_lo*/, int64_t /*q_hi*/, int64_t /*kv_lo*/, int64_t /*kv_hi*/) {
-  return false;
-}
-ATTNKIT_HD bool holds_on_box(const CausalMaskMod&, int64_t q_lo, int64_t, int64_t, int64_t kv_hi) { return kv_hi <= q_lo; }
-ATTNKIT_HD bool holds_on_box(const PrefixLmMaskMod&, int64_t q_lo, int64_t, int64_t, int64_t kv_hi) { return kv_hi <= q_lo; }
-ATTNKIT_HD bool holds_on_box(const SlidingWindowMaskMod& m, int64_t, int64_t q_hi, int64_t kv_lo, int64_t) {
-  return q_hi - kv_lo <= m.window;
+inline constexpr bool is_diagonal_band_v =
+    std::is_same_v<MaskPart, CausalMaskMod> || std::is_same_v<MaskPart, SlidingWindowMaskMod>;
+
+// Whether a mask part holds for every query of [q_lo, q_hi] and every key of [kv_lo, kv_hi]:
+// decided from the box's corners for the band parts (and prefix-LM through its causal half), else
+// false (the part is then evaluated per element). Lets a kernel skip a part's pass over a tile it
+// cannot mask.
+template <class MaskPart>
+ATTNKIT_HD bool holds_on_box(const MaskPart& m, int64_t q_lo, int64_t q_hi, int64_t kv_lo, int64_t kv_hi) {
+  if constexpr (is_diagonal_band_v<MaskPart>) {
+    const DiagonalBand band = diagonal_band(m);
+    return q_lo - kv_hi >= band.lo && q_hi - kv_lo <= band.hi;
+  } else if constexpr (std::is_same_v<MaskPart, PrefixLmMaskMod>) {
+    return holds_on_box(CausalMaskMod{}, q_lo, q_hi, kv_lo, kv_hi);
+  } else {
+    return false;
+  }
 }
 
 // causal (with an optional prefix-LM prefix), sliding window, document ids — and-ed together.

@@ -144,11 +144,11 @@ struct FlexBwdProbs {
       auto pass = [&](const auto& mod) __attribute__((always_inline)) {
         using Part = std::decay_t<decltype(mod)>;
         if (holds_on_box(mod, q_lo, q_lo + Traits::kWgQueries - 1, kv_lo, kv_lo + 63)) return;
-        if constexpr (std::is_same_v<Part, CausalMaskMod> || std::is_same_v<Part, SlidingWindowMaskMod>) {
-          // q - kv against a bound, in 32 bits and unclamped (these parts read no table; rows past
-          // Sq have P = 0, keys past Sk are masked below). Causal: visible when q - kv >= 0.
-          int lo = 0, hi = INT32_MAX;
-          if constexpr (std::is_same_v<Part, SlidingWindowMaskMod>) lo = INT32_MIN, hi = int(min<int64_t>(mod.window, INT32_MAX));
+        if constexpr (is_diagonal_band_v<Part>) {
+          // q - kv against the part's band, in 32 bits and unclamped (these parts read no table;
+          // rows past Sq have P = 0, keys past Sk are masked below; positions are below 2^30).
+          const DiagonalBand band = diagonal_band(mod);
+          const int lo = int(max<int64_t>(band.lo, INT32_MIN)), hi = int(min<int64_t>(band.hi, INT32_MAX));
           CUTE_UNROLL
           for (int i = 0; i < size(tSrS); ++i) {
             const int d = (row0 + get<1>(cS(i))) - (key0 + get<0>(cS(i)));
