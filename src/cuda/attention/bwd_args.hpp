@@ -54,6 +54,11 @@ struct AttnBwdArgs {
   // it start early (programmatic_launch.cuh): the preprocess reads nothing that kernel writes, and
   // waits for it before ending, so the main kernel after it sees both.
   bool preprocess_after_trigger = false;
+  // Launch order of the main kernel's CTAs (launch_order.hpp): a sequence's heads taken
+  // 2^heads_per_group_log2 at a time, key tile by key tile across the group; 0 is the plain
+  // (key tile, head, sequence) order. Set by launch_bwd.
+  int heads_per_group_log2 = 0;
+  int num_sms = 132;  // the device's SM count (that rule's input)
 
   // Workspace (fp32 unless noted), carved by the dispatcher.
   int rows_padded = 0;          // padded query rows per head (see above)

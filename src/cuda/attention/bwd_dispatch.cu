@@ -12,6 +12,7 @@
 #include "src/cuda/cuda_status.hpp"
 #include "src/cuda/attention/dispatch_common.hpp"
 #include "src/cuda/attention/tma_checks.hpp"
+#include "src/cuda/runtime.hpp"
 
 namespace attnkit::cuda {
 namespace attn {
@@ -95,11 +96,14 @@ Status attention_backward(const AttentionBwdParams& p) {
     return Unsupported("cu_seqlens_q: the CUDA backward takes at most 65535 sequences per call, got " + std::to_string(a.batch));
   a.ordered_dq = ordered_dq(p);
   a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k);
+  a.num_sms = current_device_sm_count();
   a.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
 
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
     return InvalidArgument("workspace: the CUDA backward needs a 256-byte aligned device pointer");
-  BwdWorkspace(shape_of(p)).carve(static_cast<char*>(p.workspace.data), a);
+  const BwdWorkspace ws(shape_of(p));
+  if (!ws.fits_32_bits()) return Unsupported(too_many_rows_message(ws, "the CUDA backward"));
+  ws.carve(static_cast<char*>(p.workspace.data), a);
   const cudaError_t err = p.q.dtype == DType::kBFloat16 ? launch_for_head_dim<cutlass::bfloat16_t>(static_cast<int>(D), a)
                                                         : launch_for_head_dim<cutlass::half_t>(static_cast<int>(D), a);
   return cuda_status(err, "attention_backward");

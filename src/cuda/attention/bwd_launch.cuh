@@ -45,8 +45,11 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
 
   const int batch_dim = varlen ? 1 : a.batch;
   auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };
+  const int n_blocks = (a.max_seqlen_k + T::kBlockN - 1) / T::kBlockN;
   BwdParams<T, Variant> p;
   p.args = a;
+  const bool work_differs = mask_varies_work(a.mask) || Variant::key_tiles_differ(extra);
+  p.args.heads_per_group_log2 = head_group_log2(work_differs, n_blocks, a.heads_q, a.num_sms);  // launch_order.hpp
   p.extra = extra;
   // Empty sides still get a valid TMA descriptor (never read: no query tile meets a key tile).
   p.shape_q = make_shape(std::max(a.seqlen_q, 1), kHeadDim, a.heads_q, batch_dim);
@@ -62,11 +65,11 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
                           Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, gmem(a.v, p.shape_k, a.v_stride, a.seqlen_k), typename T::SmemLayoutK{},
                           Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
-  const int n_blocks = (a.max_seqlen_k + T::kBlockN - 1) / T::kBlockN;
   if (n_blocks > 0) {  // also with no queries: dK and dV are then written as zeros
     err = ensure_dynamic_smem<attention_bwd_kernel<T, Variant>>(T::kSmemBytes);
     if (err != cudaSuccess) return err;
-    attention_bwd_kernel<T, Variant><<<dim3(n_blocks, a.heads_q, a.batch), T::kThreads, T::kSmemBytes, stream>>>(p);
+    const BwdGrid g = bwd_grid(n_blocks, a.heads_q, a.batch, p.args.heads_per_group_log2);
+    attention_bwd_kernel<T, Variant><<<dim3(g.x, g.y, g.z), T::kThreads, T::kSmemBytes, stream>>>(p);
   }
   if (max_rows > 0) attention_bwd_dq_kernel<T><<<dim3(max_rows / T::kBlockM, a.heads_q, a.batch), 256, 0, stream>>>(a);
   if (gqa && rows_k > 0) {

@@ -3,10 +3,11 @@
 // This is the softmax attention variant's Tile (bwd_variant.cuh says what a Tile provides).
 //
 // The query tiles a key tile meets form one range (bwd_ranges.hpp). Key tiles are launched in
-// order (blockIdx.x ascending), so with a causal mask the tiles that meet the most queries start
-// first.
+// order (blockIdx.x ascending; across heads in groups: bwd_cta), so with a causal mask the tiles
+// that meet the most queries start first.
 #pragma once
 #include "src/cuda/attention/bwd_args.hpp"
+#include "src/cuda/attention/launch_order.hpp"
 #include "src/cuda/attention/bwd_ranges.hpp"
 #include "src/cuda/attention/fwd_tile.cuh"
 
@@ -19,24 +20,30 @@ struct BwdVisit {
   bool full;
 };
 
+// This CTA's key tile, query head and sequence (launch_order.hpp: grouped launch order).
+CUTE_DEVICE BwdCta bwd_cta(const AttnBwdArgs& a) {
+  return bwd_cta_at(blockIdx.x, blockIdx.y, blockIdx.z, a.heads_per_group_log2);
+}
+
 template <class Traits>
 struct BwdTileInfo {
   int n_block, head, batch;
   SeqInfo seq;
   MaskRuleT<int> rule;
   int m_begin, m_end;
-  int row_base;  // first padded row of this sequence in lse2 / delta / dq_accum
-  int chains;    // ordered dQ chains (AttnBwdArgs::dq_chains)
+  int rows0;  // first padded row of this (head, sequence) in lse2 / delta / dq_accum
+  int chains;  // ordered dQ chains (AttnBwdArgs::dq_chains)
 
   template <class Extra>
   CUTE_DEVICE BwdTileInfo(const AttnBwdArgs& a, const Extra&) : BwdTileInfo(a) {}
-  CUTE_DEVICE explicit BwdTileInfo(const AttnBwdArgs& a)
-      : n_block(blockIdx.x), head(blockIdx.y), batch(blockIdx.z), seq(a, batch), chains(a.dq_chains) {
+  CUTE_DEVICE explicit BwdTileInfo(const AttnBwdArgs& a) : BwdTileInfo(a, bwd_cta(a)) {}
+  CUTE_DEVICE BwdTileInfo(const AttnBwdArgs& a, BwdCta cta)
+      : n_block(cta.n_block), head(cta.head), batch(cta.batch), seq(a, batch), chains(a.dq_chains) {
     rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
     const QueryRange r(rule, seq.seqlen_q, n_block, Traits::kBlockM, Traits::kBlockN);
     m_begin = r.m_begin;
     m_end = skip() ? m_begin : r.m_end;
-    row_base = bwd_row_base(a, batch, seq.offset_q);
+    rows0 = head * a.rows_padded + bwd_row_base(a, batch, seq.offset_q);  // < 2^31: bwd_workspace.hpp
   }
   // The key tile lies past the end of this (varlen) sequence: nothing to do, nothing to write.
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
@@ -51,7 +58,7 @@ struct BwdTileInfo {
   CUTE_DEVICE int dq_chain() const { return n_block % chains; }
   // Index of query tile m's fp32 blocks (lse2, delta: kBlockM floats; dq_accum: kBlockM * D).
   CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {
-    return int64_t(head) * a.rows_padded + row_base + m * Traits::kBlockM;
+    return rows0 + m * Traits::kBlockM;
   }
 };
 

@@ -1,9 +1,11 @@
 // src/cuda/attention/bwd_variant.cuh — what varies between the kernels built on the backward
 // mainloop (bwd_kernel.cuh): which query tiles a key tile visits, and how a tile of scores becomes
-// probabilities. A backward Variant names three things:
+// probabilities. A backward Variant names four things:
 //   Args             extra kernel parameters beside AttnBwdArgs (BwdParams::extra)
-//   Tile<Traits>     built from (args, extra) in every role of the CTA (key tile blockIdx.x, query
-//                    head y, sequence z): n_block, head, batch, seq, skip(), num_query_tiles(),
+//   key_tiles_differ(extra)  whether its key tiles meet different numbers of query tiles beyond
+//                    what AttnBwdArgs::mask says (host; picks the launch order: launch_order.hpp)
+//   Tile<Traits>     built from (args, extra) in every role of the CTA (key tile, query head,
+//                    sequence: bwd_cta): n_block, head, batch, seq, skip(), num_query_tiles(),
 //                    query_tile(j) — the j-th query tile in visiting order, visit(j) — that
 //                    tile as the consumers need it (BwdVisit: also whether it is a full block,
 //                    one load where the tiles come from a list), dq_turn(j) — for
@@ -61,6 +63,7 @@ struct DenseBwdProbs {
 
 struct DenseBwdVariant {
   struct Args {};
+  static bool key_tiles_differ(const Args&) { return false; }  // beyond what the mask says (launch_order.hpp)
   template <class Traits>
   using Tile = BwdTileInfo<Traits>;
   template <class Traits>

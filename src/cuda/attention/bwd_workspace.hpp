@@ -4,6 +4,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "src/cuda/attention/bwd_args.hpp"
 
@@ -23,12 +24,16 @@ struct BwdShape {
 // a buffer of the caller's own after them.
 struct BwdWorkspace {
   int rows_padded = 0, chains = 1;
+  int64_t rows_all_heads = 0;  // heads_q * rows_padded: the kernels index these rows in 32 bits
   size_t lse2 = 0, delta = 0, dq_accum = 0, dk_accum = 0, dv_accum = 0, semaphore = 0, total = 0;
 
   explicit BwdWorkspace(const BwdShape& s) {
     const int64_t m = kBwdBlockM;
     chains = s.dq_chains;
-    rows_padded = static_cast<int>(s.varlen ? (s.sq + s.batch * m + m - 1) / m * m : s.batch * ((s.sq + m - 1) / m) * m);
+    const int64_t rows = s.varlen ? (s.sq + s.batch * m + m - 1) / m * m : s.batch * ((s.sq + m - 1) / m) * m;
+    rows_all_heads = s.heads_q * rows;
+    if (!fits_32_bits()) return;  // the dispatchers refuse the shape
+    rows_padded = static_cast<int>(rows);
     const int64_t rows_k = s.varlen ? s.sk : s.batch * s.sk;
     lse2 = take(s.heads_q * rows_padded * 4);
     delta = take(s.heads_q * rows_padded * 4);
@@ -40,6 +45,7 @@ struct BwdWorkspace {
       dv_accum = take(rows_k * heads * s.head_dim * 4);
     }
   }
+  bool fits_32_bits() const { return rows_all_heads <= INT32_MAX; }
   size_t take(int64_t bytes) {
     const size_t at = total;
     total += (static_cast<size_t>(bytes) + 255) / 256 * 256;
@@ -59,5 +65,11 @@ struct BwdWorkspace {
     }
   }
 };
+
+// Why a shape whose rows overflow the kernels' 32-bit row index is refused.
+inline std::string too_many_rows_message(const BwdWorkspace& ws, const char* who) {
+  return "q: " + std::string(who) + " indexes query heads x padded query rows (tiles of " + std::to_string(kBwdBlockM) +
+         ") in 32 bits; this call has " + std::to_string(ws.rows_all_heads);
+}
 
 }  // namespace attnkit::cuda

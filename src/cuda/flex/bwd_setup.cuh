@@ -14,6 +14,7 @@
 #include "src/cuda/attention/bwd_workspace.hpp"
 #include "src/cuda/attention/dispatch_common.hpp"
 #include "src/cuda/cuda_status.hpp"
+#include "src/cuda/runtime.hpp"
 #include "src/cuda/attention/tma_checks.hpp"
 #include "src/cuda/flex/bwd_lists.cuh"
 #include "src/cuda/flex/bwd_variant.cuh"
@@ -99,10 +100,13 @@ inline Status fill_bwd_args(const FlexBwdParams& p, AttnBwdArgs& a) {
   // the claims cost nothing either (H100, S16k: sliding window -3.2%, documents -2.6%, causal and
   // ALiBi +-0; without a BlockMask +0.9%, so the softmax rule stays; docs/perf/flex_bwd.md).
   a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k) && !p.block_mask.defined();
+  a.num_sms = current_device_sm_count();  // the launch order's rule (launch_order.hpp)
   a.stream = p.stream;
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
     return InvalidArgument("workspace: the CUDA flex backward needs a 256-byte aligned device pointer");
-  FlexBwdPlan(p).ws.carve(static_cast<char*>(p.workspace.data), a);
+  const FlexBwdPlan plan(p);
+  if (!plan.ws.fits_32_bits()) return Unsupported(too_many_rows_message(plan.ws, "the CUDA flex backward"));
+  plan.ws.carve(static_cast<char*>(p.workspace.data), a);
   return Status::Ok();
 }
 

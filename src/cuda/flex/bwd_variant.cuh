@@ -46,8 +46,9 @@ struct FlexBwdTile {
   int list = 0;  // this key block's row of the lists
   int n_total = 0;
 
-  CUTE_DEVICE FlexBwdTile(const AttnBwdArgs& a, const Args& f_)
-      : f(f_), n_block(blockIdx.x), head(blockIdx.y), batch(blockIdx.z), seq(a, batch), row_base(bwd_row_base(a, batch, 0)) {
+  CUTE_DEVICE FlexBwdTile(const AttnBwdArgs& a, const Args& f_) : FlexBwdTile(a, f_, attn::bwd_cta(a)) {}
+  CUTE_DEVICE FlexBwdTile(const AttnBwdArgs& a, const Args& f_, BwdCta cta)
+      : f(f_), n_block(cta.n_block), head(cta.head), batch(cta.batch), seq(a, batch), row_base(bwd_row_base(a, batch, 0)) {
     if (skip()) return;
     if (!f.block_mask) {
       n_total = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
@@ -75,7 +76,7 @@ struct FlexBwdTile {
   }
   CUTE_DEVICE static constexpr int dq_chain() { return 0; }  // one chain (flex's turns are per key block)
   CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {
-    return int64_t(head) * a.rows_padded + row_base + m * Traits::kBlockM;
+    return head * a.rows_padded + row_base + m * Traits::kBlockM;  // < 2^31: bwd_workspace.hpp
   }
 };
 
@@ -219,6 +220,8 @@ struct FlexBwdVariant {
   using Tile = FlexBwdTile<Traits, Args>;
   template <class Traits>
   using Probs = FlexBwdProbs<Traits, Args>;
+  // A BlockMask gives key tiles lists of different lengths: grouped launch order (launch_order.hpp).
+  static bool key_tiles_differ(const Args& f) { return f.block_mask; }
 };
 
 using CatalogBwdVariant = FlexBwdVariant<CatalogScoreMod, CatalogMaskMod>;

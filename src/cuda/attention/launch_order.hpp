@@ -1,0 +1,66 @@
+// src/cuda/attention/launch_order.hpp — the order in which the attention kernels start their tiles:
+// the forward's query tiles (persistent CTAs take tile indices in order from a counter) and the
+// backward's key tiles (one CTA each, started in grid order). Plain host/device code, so the CPU
+// tests check it exhaustively (tests/cpp/launch_order_test.cpp).
+//
+// Plain order is head-major: a head's tiles, longest first under a causal mask, all start before
+// the next head's. But under a causal mask the tiles' work differs (a query tile sees more keys the
+// later it is, a key tile meets fewer queries), and the longest tiles of the last heads then start
+// in the last waves and run on while the other SMs idle: a tail of ~5-7% at D128 S2k / S8k causal
+// (B*S = 16k), ~3% at D64, 11-14% for the forward at D256 (a 132-SM simulation of the launch
+// order). Grouped order takes G heads of a sequence at a time, tile by tile across the group, so
+// each group's longest tiles start first. With G tiles of one index about one wave
+// (G * tiles per head <= SMs) a wave still touches no more heads' data than plain order does (the
+// forward's K / V, the backward's Q, dO and dq_accum: the L2's working set). G = 1 is plain order.
+#pragma once
+#include <cstdint>
+
+#include "attnkit/semantics/mask.hpp"
+
+namespace attnkit::cuda {
+
+// Whether the mask makes tiles see different numbers of tiles of the other side (a causal mask or a
+// window; a variant may know more, e.g. flex's BlockMask lists).
+inline bool mask_varies_work(const MaskOptions& mask) { return mask.causal || mask.window_left >= 0 || mask.window_right >= 0; }
+
+// log2 G for a launch: 0 unless the tiles' work differs; else the largest G = 2^lg with
+// G * tiles_per_head <= num_sms that divides the heads (every group whole).
+inline int head_group_log2(bool work_differs, int64_t tiles_per_head, int heads, int num_sms) {
+  if (!work_differs || tiles_per_head <= 0) return 0;
+  int lg = 0;
+  while ((tiles_per_head << (lg + 1)) <= num_sms && heads % (2 << lg) == 0) ++lg;
+  return lg;
+}
+
+// The forward's tile index -> (query tile, head, sequence). Index = ((sequence * heads/G + group) *
+// m_blocks + (m_blocks - 1 - m)) * G + head in group: the last query tile (it sees the most keys)
+// first, across the group's heads.
+struct FwdTileAt {
+  int m_block, head, batch;
+};
+ATTNKIT_HD FwdTileAt fwd_tile_at(int tile, int m_blocks, int heads, int lg) {
+  const int group_tiles = m_blocks << lg, groups_per_seq = heads >> lg;
+  const int group = tile / group_tiles, in_group = tile - group * group_tiles;
+  const int head = ((group % groups_per_seq) << lg) + (in_group & ((1 << lg) - 1));
+  return {m_blocks - 1 - (in_group >> lg), head, group / groups_per_seq};
+}
+
+// The backward's grid is (key tiles * G, heads / G, sequences), x fastest in launch order, and CTA
+// (x, y, z) takes key tile x / G of head y * G + x % G. A key tile starts after every lower key
+// tile of its (head, sequence) (the ordered dQ adds wait only on those: no deadlock). The
+// coordinates are shifts and masks of blockIdx: the kernel's 24-register roles keep the division-
+// free form (a division there spilled).
+struct BwdCta {
+  int n_block, head, batch;
+};
+ATTNKIT_HD BwdCta bwd_cta_at(unsigned x, unsigned y, unsigned z, unsigned lg) {
+  return {int(x >> lg), int((y << lg) + (x & ((1u << lg) - 1))), int(z)};
+}
+struct BwdGrid {
+  unsigned x, y, z;
+};
+inline BwdGrid bwd_grid(int key_tiles, int heads, int sequences, int lg) {
+  return {unsigned(key_tiles) << lg, unsigned(heads) >> lg, unsigned(sequences)};
+}
+
+}  // namespace attnkit::cuda
