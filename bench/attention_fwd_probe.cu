@@ -1,5 +1,5 @@
 // bench/attention_fwd_probe.cu — A/B probe of the softmax attention forward kernel: times the
-// bf16 D64 / D128 instantiations at a few shapes with CUDA events (median of 40 launches), nothing
+// bf16 D64 / D128 (and, one shape at a time, D256) instantiations at a few shapes with CUDA events (median of 40 launches), nothing
 // else linked in. Built once per variant by bench/attention_fwd_ab.sh, whose header copies shadow the tree's, so
 // several kernel variants compile in parallel in about a minute and run in seconds on the device.
 // Not a benchmark of record (no peers; bench/bench_attention.py is): a bisecting tool. CMake builds
@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
     const int d = atoi(argv[1]), s = atoi(argv[2]), b = atoi(argv[3]);
     const bool causal = argc >= 5;
     if (d == 64) run_case<64>(b, s, causal, sms, counter);
+    else if (d == 256) run_case<256>(b, s, causal, sms, counter);
     else run_case<128>(b, s, causal, sms, counter);
     return 0;
   }

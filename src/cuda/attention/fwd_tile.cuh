@@ -4,7 +4,8 @@
 // Tiles are (query tile m, head, batch) with m fastest and reversed: concurrent CTAs work on the
 // same few heads and share their K/V in L2 (K/V tiles are re-read by every query tile; without
 // that reuse the kernel would need ~4.7 TB/s at D128), and with a causal mask the query tiles
-// that see the most keys start first. Tiles are handed out dynamically: CTA c starts with tile c,
+// that see the most keys start first — across groups of heads (launch_order.hpp: fwd_tile_at), so
+// that the last heads' longest tiles do not start last. Tiles are handed out dynamically: CTA c starts with tile c,
 // then takes the next index from a global counter. Static round-robin was measured 1.5-1.8x
 // imbalanced on long causal shapes (docs/perf/attention_fwd.md).
 #pragma once
@@ -12,6 +13,7 @@
 
 #include "attnkit/semantics/mask.hpp"
 #include "src/cuda/attention/fwd_args.hpp"
+#include "src/cuda/attention/launch_order.hpp"
 
 namespace attnkit::cuda::attn {
 
@@ -49,10 +51,8 @@ struct TileInfo {
   template <class Extra>
   CUTE_DEVICE TileInfo(const TileInfo& shared, const Extra&) : TileInfo(shared) {}  // the producer's copy
   CUTE_DEVICE TileInfo(const AttnFwdArgs& a, int tile)
-      : m_block(a.num_m_blocks - 1 - tile % a.num_m_blocks),
-        head((tile / a.num_m_blocks) % a.heads_q),
-        batch(tile / a.num_m_blocks / a.heads_q),
-        seq(a, batch) {
+      : TileInfo(a, fwd_tile_at(tile, a.num_m_blocks, a.heads_q, a.heads_per_group_log2)) {}
+  CUTE_DEVICE TileInfo(const AttnFwdArgs& a, FwdTileAt at) : m_block(at.m_block), head(at.head), batch(at.batch), seq(a, batch) {
     rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
     n_begin = n_end = 0;
     if (skip()) return;
