@@ -1,8 +1,8 @@
 // src/cuda/attention/bwd_kernel.cuh — softmax attention backward on Hopper: the main kernel entry.
 //
 // One CTA per (key tile, query head, sequence) of 3 warpgroups. Warpgroup 0 is the producer
-// (warp 0, bwd_producer.cuh: TMA loads; warp 1, bwd_dq_writer.cuh: dQ reduce-adds; registers given
-// away); warpgroups 1 and 2 are the consumers (bwd_consumer.cuh). Shared state: one barrier for K and V, and the Q and dO pipelines.
+// (bwd_producer.cuh: warp 0 the Q / dO loads, warp 2 the K / V loads; warp 1, bwd_dq_writer.cuh:
+// dQ reduce-adds; registers given away); warpgroups 1 and 2 are the consumers (bwd_consumer.cuh). Shared state: one barrier for K and V, and the Q and dO pipelines.
 // Runs between bwd_prepost.cuh's preprocess (lse2, delta) and postprocess (dq, GQA dk/dv).
 #pragma once
 #include <cutlass/arch/reg_reconfig.h>
@@ -48,6 +48,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       bwd_producer<T>(params, smem, pipe_q, pipe_do);
     } else if (warp == 1) {
       bwd_dq_writer<T, Variant>(params, smem);
+    } else if (warp == 2 && cute::elect_one_sync()) {
+      bwd_load_kv<T>(params, smem);
     }
   } else {
     cutlass::arch::warpgroup_reg_alloc<T::kConsumerRegs>();
