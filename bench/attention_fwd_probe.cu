@@ -1,6 +1,6 @@
 // bench/attention_fwd_probe.cu — A/B probe of the softmax attention forward kernel: times the
-// bf16 D64 / D128 (and, one shape at a time, D256) instantiations at a few shapes with CUDA events (median of 40 launches), nothing
-// else linked in. Built once per variant by bench/attention_fwd_ab.sh, whose header copies shadow the tree's, so
+// bf16 D64 / D128 (and, one shape at a time, D256) instantiations at a few shapes with CUDA events
+// (median of 40 launches), nothing else linked in. Built once per variant by bench/attention_fwd_ab.sh, whose header copies shadow the tree's, so
 // several kernel variants compile in parallel in about a minute and run in seconds on the device.
 // Not a benchmark of record (no peers; bench/bench_attention.py is): a bisecting tool. CMake builds
 // the tree's own variant as the attention_fwd_probe target.

@@ -2,7 +2,8 @@
 //
 // One CTA per (key tile, query head, sequence) of 3 warpgroups. Warpgroup 0 is the producer
 // (bwd_producer.cuh: warp 0 the Q / dO loads, warp 2 the K / V loads; warp 1, bwd_dq_writer.cuh:
-// dQ reduce-adds; registers given away); warpgroups 1 and 2 are the consumers (bwd_consumer.cuh). Shared state: one barrier for K and V, and the Q and dO pipelines.
+// dQ reduce-adds; registers given away); warpgroups 1 and 2 are the consumers (bwd_consumer.cuh).
+// Shared state: one barrier for K and V, and the Q and dO pipelines.
 // Runs between bwd_prepost.cuh's preprocess (lse2, delta) and postprocess (dq, GQA dk/dv).
 #pragma once
 #include <cutlass/arch/reg_reconfig.h>

@@ -7,9 +7,9 @@
 // that meet the most queries start first.
 #pragma once
 #include "src/cuda/attention/bwd_args.hpp"
-#include "src/cuda/attention/launch_order.hpp"
 #include "src/cuda/attention/bwd_ranges.hpp"
 #include "src/cuda/attention/fwd_tile.cuh"
+#include "src/cuda/attention/launch_order.hpp"
 
 namespace attnkit::cuda::attn {
 

@@ -5,9 +5,9 @@
 // same few heads and share their K/V in L2 (K/V tiles are re-read by every query tile; without
 // that reuse the kernel would need ~4.7 TB/s at D128), and with a causal mask the query tiles
 // that see the most keys start first — across groups of heads (launch_order.hpp: fwd_tile_at), so
-// that the last heads' longest tiles do not start last. Tiles are handed out dynamically: CTA c starts with tile c,
-// then takes the next index from a global counter. Static round-robin was measured 1.5-1.8x
-// imbalanced on long causal shapes (docs/perf/attention_fwd.md).
+// that the last heads' longest tiles do not start last. Tiles are handed out dynamically: CTA c
+// starts with tile c, then takes the next index from a global counter. Static round-robin was
+// measured 1.5-1.8x imbalanced on long causal shapes (docs/perf/attention_fwd.md).
 #pragma once
 #include <cute/tensor.hpp>
 
