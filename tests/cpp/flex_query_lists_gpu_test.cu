@@ -3,8 +3,7 @@
 // column) against the one-thread reference of block_lists.hpp (itself checked against a brute
 // force by flex_query_lists_test.cpp), over random BlockMasks: small ones, and ones past the
 // kernels' chunk sizes (128 key blocks a row pass, 32 query block rows a warp pass). Outputs are
-// poisoned before the build; every count, every listed entry (query tile, full flag, turn) and,
-// in the default mode, the key blocks' start order must match.
+// poisoned before the build; every count and every listed entry (query tile, full flag, turn) must match.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -43,8 +42,7 @@ struct DeviceInts {  // a device copy of a host vector (or n poisoned ints)
   }
 };
 
-// partial_first also ranks the key blocks (the default mode), the first `ranked` of them.
-void check_trial(const RandomLists& m, bool partial_first, int ranked, const std::string& what) {
+void check_trial(const RandomLists& m, bool partial_first, const std::string& what) {
   SCOPED_TRACE(what + (partial_first ? ", partial first" : ", ordered") + ": bm " + std::to_string(m.bm) + " hm " + std::to_string(m.hm) + " nq " + std::to_string(m.nq) + " nk " +
                std::to_string(m.nk) + " q_sub " + std::to_string(m.q_sub) + " m_tiles " + std::to_string(m.m_tiles));
   const size_t cols = m.columns();
@@ -58,15 +56,8 @@ void check_trial(const RandomLists& m, bool partial_first, int ranked, const std
   x.partial_first = partial_first;
   x.cells = cells.data();
   x.out = {num.data(), tiles.data(), turns.data(), m.bm, m.hm, m.nk, m.m_tiles};
-  std::vector<int32_t> by_length(cols * 2, -1);  // KeyBlockRank pairs
-  if (partial_first) {
-    x.out.by_length = reinterpret_cast<KeyBlockRank*>(by_length.data());
-    x.out.ranked = ranked;
-  }
   for (int64_t t = 0; t < int64_t(m.bm) * m.hm * m.nq; ++t) mark_query_block_row(x, t);
   for (int64_t t = 0; t < int64_t(cols); ++t) gather_key_block_column(x, t);
-  if (partial_first)
-    for (int64_t t = 0; t < int64_t(m.bm) * m.hm; ++t) rank_key_blocks(x.out, t);
   // The kernels.
   DeviceInts d_num(m.num), d_idx(m.idx), d_full_num(m.full_num), d_full_idx(m.full_idx);
   DeviceInts d_cells(m.st.size()), d_out_num(cols), d_tiles(tiles.size()), d_turns(tiles.size());
@@ -74,17 +65,10 @@ void check_trial(const RandomLists& m, bool partial_first, int ranked, const std
   dx.partial = m.list(d_num.ptr, d_idx.ptr);
   dx.full = m.list(d_full_num.ptr, d_full_idx.ptr);
   dx.cells = d_cells.ptr;
-  DeviceInts d_by_length(by_length.size()), d_tickets(size_t(m.bm) * m.hm);  // (tickets poisoned: the mark kernel zeroes them)
   dx.out = {d_out_num.ptr, d_tiles.ptr, d_turns.ptr, m.bm, m.hm, m.nk, m.m_tiles};
-  if (partial_first) {
-    dx.out.by_length = reinterpret_cast<KeyBlockRank*>(d_by_length.ptr);
-    dx.out.ranked = ranked;
-    dx.tickets = d_tickets.ptr;
-  }
   ASSERT_EQ(build_query_tile_lists(dx, nullptr), cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<int32_t> g_num = d_out_num.host(), g_tiles = d_tiles.host(), g_turns = d_turns.host();
-  ASSERT_EQ(d_by_length.host(), by_length);  // (all -1 on both sides without the rank step)
   for (size_t c = 0; c < cols; ++c) {
     ASSERT_EQ(g_num[c], num[c]) << "column " << c;
     for (int i = 0; i < num[c]; ++i) {
@@ -97,14 +81,10 @@ void check_trial(const RandomLists& m, bool partial_first, int ranked, const std
 TEST(FlexQueryListsGpu, KernelsMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   std::mt19937 rng(11);
-  for (int trial = 0; trial < 400; ++trial) {
-    const RandomLists m(rng, 3, 9);
-    check_trial(m, trial % 2 == 0, m.nk - trial % 3 % 2, "small, trial " + std::to_string(trial));
-  }
-  for (int trial = 0; trial < 24; ++trial) {
-    const RandomLists m(rng, 2, 300);
-    check_trial(m, trial % 2 == 0, m.nk - trial % 3 % 2, "large, trial " + std::to_string(trial));
-  }
+  for (int trial = 0; trial < 400; ++trial)
+    check_trial(RandomLists(rng, 3, 9), trial % 2 == 0, "small, trial " + std::to_string(trial));
+  for (int trial = 0; trial < 24; ++trial)
+    check_trial(RandomLists(rng, 2, 300), trial % 2 == 0, "large, trial " + std::to_string(trial));
 }
 
 }  // namespace

@@ -6,10 +6,9 @@
 // mode) partial and full alike, so that every key block visits query tiles in one order (the ordered
 // dQ turns then form a wavefront), else the partial blocks' tiles first — and each entry's turn is
 // the number of earlier key blocks that query block names (the deterministic dQ order relies on
-// it; a wrong turn would deadlock); and the default mode's start order of the key blocks.
+// it; a wrong turn would deadlock).
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -67,36 +66,6 @@ TEST(FlexQueryLists, MatchBruteForceOverRandomBlockMasks) {
             ASSERT_EQ(turns[at * m_tiles + i], want_turns[i]) << "entry " << i;
           }
         }
-  }
-}
-
-// The default mode's start order (rank_key_blocks): per list row, the first `ranked` key blocks
-// by list length, longest first and ties in key order (a stable sort), the others in place, each
-// with its count. Counts drawn from few values, so that ties are common.
-TEST(FlexQueryLists, RankStartsLongestListsFirstAndKeepsTheRestInPlace) {
-  std::mt19937 rng(5);
-  for (int trial = 0; trial < 1000; ++trial) {
-    const int rows = 1 + int(rng() % 3), nk = 1 + int(rng() % 40), ranked = int(rng() % (nk + 1));
-    std::vector<int32_t> num(size_t(rows) * nk);
-    for (int32_t& n : num) n = int32_t(rng() % 5);
-    std::vector<KeyBlockRank> by_length(num.size(), KeyBlockRank{-1, -1});
-    QueryTileLists l;
-    l.num = num.data();
-    l.nk = nk;
-    l.by_length = by_length.data();
-    l.ranked = ranked;
-    for (int t = 0; t < rows; ++t) rank_key_blocks(l, t);
-    for (int t = 0; t < rows; ++t) {
-      SCOPED_TRACE("trial " + std::to_string(trial) + " row " + std::to_string(t) + " nk " + std::to_string(nk) + " ranked " + std::to_string(ranked));
-      const int32_t* n = num.data() + size_t(t) * nk;
-      std::vector<int> want(nk);
-      for (int kb = 0; kb < nk; ++kb) want[kb] = kb;
-      std::stable_sort(want.begin(), want.begin() + ranked, [&](int x, int y) { return n[x] > n[y]; });
-      for (int i = 0; i < nk; ++i) {
-        ASSERT_EQ(by_length[size_t(t) * nk + i].key_block, want[i]) << "place " << i;
-        ASSERT_EQ(by_length[size_t(t) * nk + i].count, n[want[i]]) << "place " << i;
-      }
-    }
   }
 }
 

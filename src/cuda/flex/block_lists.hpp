@@ -19,12 +19,7 @@
 //             docs/perf/flex_bwd.md, "Deterministic mode");
 //           - partial first (the default mode): the partial blocks' tiles, then the full ones',
 //             each group descending; 2-4% faster than one descending order there (same section).
-//  rank (default mode, per mask batch and head):  orders the key blocks by list length, longest
-//           first (ties in key order): the backward starts a head's key tiles in that order, so
-//           the long lists of a documents mask (at each document's start) no longer come in the
-//           last waves (docs/perf/flex_bwd.md, "Key blocks by list length"). The deterministic mode
-//           keeps key order: its ordered dQ needs each query tile's key tiles in turn.
-// Each is O(Bm * Hm * nq * nk), as the BlockMask itself (rank: O(Bm * Hm * nk^2), nk bounded). The two functions below are the
+// Both are O(Bm * Hm * nq * nk), as the BlockMask itself. The two functions below are the
 // one-thread reference (the CPU tests run them); the kernels (bwd_lists.cuh) compute the same
 // tables a block per row and a warp per column, and flex_query_lists_gpu_test.cu checks them
 // against it.
@@ -51,11 +46,6 @@ struct BlockList {
   }
 };
 
-// A key block and the length of its list: one 8-byte load gives the backward's CTA both.
-struct alignas(8) KeyBlockRank {
-  int32_t key_block, count;
-};
-
 // Per (BlockMask batch, head, key block): the query tiles that meet it, built on the device
 // (bwd_lists.cuh). B and H of size 1 broadcast.
 struct QueryTileLists {
@@ -63,10 +53,6 @@ struct QueryTileLists {
   int32_t* tiles = nullptr;  // [Bm, Hm, nk, m_tiles]: entries m << 1 | full, query tile m descending
   int32_t* turns = nullptr;  // [Bm, Hm, nk, m_tiles]: key blocks before this one meeting that tile
   int bm = 1, hm = 1, nk = 0, m_tiles = 0;
-  // [Bm, Hm, nk]: the i-th key block to start, longest list first among the first `ranked` (those
-  // whose key tiles the grid covers whole), the others in place; null: key order.
-  KeyBlockRank* by_length = nullptr;
-  int ranked = 0;
 
   ATTNKIT_HD int64_t row(int b, int h, int kb) const {
     return (int64_t(bm == 1 ? 0 : b) * hm + (hm == 1 ? 0 : h)) * nk + kb;
@@ -82,7 +68,6 @@ struct ListBuildArgs {
   int q_sub = 1;            // query tiles per query block (block_q / 64)
   bool partial_first = true;  // the entries' order (above): false for the deterministic mode
   int32_t* cells = nullptr;  // [Bm, Hm, nq, nk] scratch
-  int32_t* tickets = nullptr;  // [Bm, Hm] scratch: the gather's finished columns (with out.by_length)
   QueryTileLists out;
 
   // The gather's walks down a column: partial first, pass 1 (partial blocks) then 2 (full ones);
@@ -134,21 +119,6 @@ ATTNKIT_HD void gather_key_block_column(const ListBuildArgs& x, int64_t t) {
     }
   }
   l.num[t] = n;
-}
-
-// The place of key block kb in its row's start order: among the first `ranked`, the number of
-// them with a longer list or an equal one earlier; past them, kb itself.
-ATTNKIT_HD int start_rank(const int32_t* num, int ranked, int kb) {
-  if (kb >= ranked) return kb;
-  int rank = 0;
-  for (int k = 0; k < ranked; ++k) rank += num[k] > num[kb] || (num[k] == num[kb] && k < kb);
-  return rank;
-}
-
-// List row t of the rank step (after the gather): t = b * Hm + h.
-ATTNKIT_HD void rank_key_blocks(const QueryTileLists& l, int64_t t) {
-  const int32_t* num = l.num + t * l.nk;
-  for (int kb = 0; kb < l.nk; ++kb) l.by_length[t * l.nk + start_rank(num, l.ranked, kb)] = KeyBlockRank{kb, num[kb]};
 }
 
 }  // namespace attnkit::cuda::flex

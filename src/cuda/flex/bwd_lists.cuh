@@ -2,8 +2,7 @@
 // (block_lists.hpp says what they compute, and holds the one-thread reference they are checked
 // against: tests/cpp/flex_query_lists_gpu_test.cu). A block per query block row, then a warp per
 // key block column: one thread per row or column ran 34 + 72 us at 16 heads x 128 x 128 blocks,
-// 10% of the sliding-window backward (docs/perf/flex_bwd.md, "List building"). In the default
-// mode the gather also orders each head's key blocks by list length (rank_if_last_column).
+// 10% of the sliding-window backward (docs/perf/flex_bwd.md, "List building").
 #pragma once
 #include <cuda_runtime.h>
 
@@ -29,7 +28,6 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_mark_kernel(const ListBuild
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   int32_t* row = x.cells + t * l.nk;
   for (int kb = threadIdx.x; kb < l.nk; kb += kThreads) row[kb] = 0;
-  if (r == 0 && threadIdx.x == 0 && x.tickets) x.tickets[t / x.nq] = 0;  // the gather's, for by_length
   __syncthreads();  // (global writes of the block are visible to it after the barrier)
   for (int which = 1; which <= 2; ++which) {
     const BlockList& list = which == 1 ? x.partial : x.full;
@@ -55,42 +53,6 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_mark_kernel(const ListBuild
     }
     if (cell != 0) row[kb] = cell | (rank << 2);
     __syncthreads();  // warp_marks is rewritten by the next chunk
-  }
-}
-
-// The counts' shared memory of one gather warp, in whole 16-byte words: the compiler reads
-// start_rank's last counts with one 16-byte load (past `ranked` within the word; compute-sanitizer
-// flagged it with the exact size).
-inline constexpr int kMaxRankedKeyBlocks = 2048;  // 8 KB a warp; longer rows keep key order
-inline __host__ __device__ int rank_words(int ranked) { return (ranked + 3) / 4 * 4; }
-
-// The default mode's start order: each gather warp, once its column's count is out, takes a
-// ticket of its list row (the mark kernel zeroed them); the row's last warp stages the row's
-// counts in its part of shared memory and writes by_length (start_rank, as rank_key_blocks).
-// A separate kernel for this lengthened the kernel chain ahead of the backward: +0.8% even on
-// masks it leaves in key order (docs/perf/flex_bwd.md, "Key blocks by list length").
-__device__ __forceinline__ void rank_if_last_column(const ListBuildArgs& x, int64_t bh, int lane) {
-  extern __shared__ int32_t warp_counts[];
-  const QueryTileLists& l = x.out;
-  int last = 0;
-  if (lane == 0) {
-    __threadfence();  // this column's count before its ticket
-    last = atomicAdd(x.tickets + bh, 1) == l.nk - 1;
-  }
-  if (!__shfl_sync(0xffffffffu, last, 0)) return;
-  __threadfence();  // every ticket seen: every column's count is out (read past L1 below)
-  int32_t* counts = warp_counts + threadIdx.x / 32 * rank_words(l.ranked);
-  const int32_t* num = l.num + bh * l.nk;
-  for (int kb = lane; kb < l.ranked; kb += 32) counts[kb] = __ldcg(num + kb);
-  __syncwarp();
-  // Counts already longest first (causal, sliding window, prefix-LM: the key order) skip the
-  // ranking's O(nk^2) work, which sat on the path to the backward's start (+1% sliding window).
-  bool in_order = true;
-  for (int kb = lane + 1; kb < l.ranked; kb += 32) in_order &= counts[kb - 1] >= counts[kb];
-  in_order = __all_sync(0xffffffffu, in_order);
-  for (int kb = lane; kb < l.nk; kb += 32) {
-    const int32_t c = kb < l.ranked ? counts[kb] : __ldcg(num + kb);
-    l.by_length[bh * l.nk + (in_order ? kb : start_rank(counts, l.ranked, kb))] = KeyBlockRank{kb, c};
   }
 }
 
@@ -130,7 +92,6 @@ __global__ void __launch_bounds__(kThreads) flex_bwd_gather_kernel(const ListBui
     }
   }
   if (lane == 0) l.num[t] = n;
-  if (l.by_length) rank_if_last_column(x, bh, lane);
 }
 
 // Whether build_query_tile_lists launches its kernels (not for an empty mask).
@@ -140,13 +101,11 @@ inline bool builds_lists(const ListBuildArgs& x) { return int64_t(x.out.bm) * x.
 // lets the next kernel start early too (AttnBwdArgs::preprocess_after_trigger).
 inline cudaError_t build_query_tile_lists(const ListBuildArgs& x, cudaStream_t stream) {
   if (!builds_lists(x)) return cudaSuccess;
-  const QueryTileLists& l = x.out;
-  const int64_t rows = int64_t(l.bm) * l.hm * x.nq, cols = int64_t(l.bm) * l.hm * l.nk;
+  const int64_t rows = int64_t(x.out.bm) * x.out.hm * x.nq, cols = int64_t(x.out.bm) * x.out.hm * x.out.nk;
   constexpr int kThreads = 128;
   flex_bwd_mark_kernel<kThreads><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x);
-  const size_t smem = l.by_length ? size_t(kThreads / 32) * rank_words(l.ranked) * sizeof(int32_t) : 0;  // <= 32 KB
   const cudaError_t err = launch_after_trigger(flex_bwd_gather_kernel<kThreads>, dim3(static_cast<unsigned>((cols * 32 + kThreads - 1) / kThreads)),
-                                               dim3(kThreads), smem, stream, x);
+                                               dim3(kThreads), 0, stream, x);
   return err != cudaSuccess ? err : cudaGetLastError();
 }
 

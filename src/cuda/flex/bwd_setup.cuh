@@ -31,7 +31,7 @@ struct FlexBwdPlan {
   BwdWorkspace ws;
   bool lists = false;
   int bm = 1, hm = 1, nq = 0, nk = 0, m_tiles = 0;
-  size_t cells = 0, num = 0, tiles = 0, turns = 0, by_length = 0, tickets = 0;
+  size_t cells = 0, num = 0, tiles = 0, turns = 0;
 
   static BwdShape shape_of(const FlexBwdParams& p) {
     BwdShape s;
@@ -58,8 +58,6 @@ struct FlexBwdPlan {
     num = ws.take(bh * nk * 4);
     tiles = ws.take(bh * nk * m_tiles * 4);
     turns = ws.take(bh * nk * m_tiles * 4);
-    by_length = ws.take(bh * nk * int64_t(sizeof(KeyBlockRank)));
-    tickets = ws.take(bh * 4);
   }
 };
 
@@ -144,14 +142,6 @@ Status set_bwd_block_mask(const FlexBwdParams& p, Args& f, AttnBwdArgs& a) {
   x.q_sub = static_cast<int>(m.block_q / kBwdBlockM);
   x.partial_first = !p.deterministic;  // (block_lists.hpp: the ordered dQ needs one order)
   x.cells = reinterpret_cast<int32_t*>(ws + plan.cells);
-  // The default mode starts each head's key blocks longest list first (block_lists.hpp), those
-  // whose key tiles the grid covers whole: a short last block stays last.
-  const int ranked = static_cast<int>((p.k.size(2) + bn - 1) / bn / f.tiles_per_block);
-  if (!p.deterministic && ranked <= kMaxRankedKeyBlocks) {
-    l.by_length = reinterpret_cast<KeyBlockRank*>(ws + plan.by_length);
-    l.ranked = ranked;
-    x.tickets = reinterpret_cast<int32_t*>(ws + plan.tickets);
-  }
   x.out = l;
   a.preprocess_after_trigger = builds_lists(x);
   const cudaError_t err = build_query_tile_lists(x, static_cast<cudaStream_t>(p.stream));

@@ -4,7 +4,7 @@
 //   - which query tiles a key tile visits: the query tiles of the query blocks whose BlockMask row
 //     lists this key block (last to first; in the default mode the partial blocks' first), from
 //     the lists bwd_lists.cuh builds out of the BlockMask's kv lists; or every query tile without
-//     a BlockMask; in the default mode a head's key blocks start longest list first (by_length);
+//     a BlockMask;
 //   - the probabilities: s = score_mod(scale * q.k, b, h, q, kv) with its derivative ds, -inf
 //     where mask_mod says no (partial blocks only) or past the key sequence's end, then
 //     P = exp2(s * log2 e - lse2) and P * ds for dS.
@@ -49,14 +49,6 @@ struct FlexBwdTile {
   CUTE_DEVICE FlexBwdTile(const AttnBwdArgs& a, const Args& f_) : FlexBwdTile(a, f_, attn::bwd_cta(a)) {}
   CUTE_DEVICE FlexBwdTile(const AttnBwdArgs& a, const Args& f_, BwdCta cta)
       : f(f_), n_block(cta.n_block), head(cta.head), batch(cta.batch), seq(a, batch), row_base(bwd_row_base(a, batch, 0)) {
-    if (f.block_mask && f.lists.by_length) {  // the CTA's place in its head's start order -> key block
-      const int start = n_block / f.tiles_per_block;
-      const KeyBlockRank r = f.lists.by_length[f.lists.row(batch, head, start)];
-      n_block = r.key_block * f.tiles_per_block + n_block % f.tiles_per_block;
-      list = static_cast<int>(f.lists.row(batch, head, r.key_block));
-      n_total = skip() ? 0 : r.count;
-      return;
-    }
     if (skip()) return;
     if (!f.block_mask) {
       n_total = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
