@@ -11,8 +11,7 @@
 //   ->  [barrier: sdS (and sPt) whole]  ->  (split D: issue dV += P^T dO)  ->  issue dQ = dS K,
 //   dK += dS^T Q  ->  wait dQ  ->  [staging free]  dQ into the staging buffer (dK still runs)
 //   ->  [staged]  ->  wait dK, release Q/dO.
-// At D64 the dense kernel issues the next tile's S and dP with this tile's dQ and dK instead
-// (query_tiles_pipelined). Query tiles go last to first: the key tiles of a causal mask then all start on the same (last)
+// Query tiles go last to first: the key tiles of a causal mask then all start on the same (last)
 // query tile, so concurrent CTAs share its Q/dO in L2, and in deterministic mode (key tiles add
 // in ascending order) each CTA waits only once, at its first tile, for its predecessors.
 #pragma once
@@ -56,14 +55,10 @@ struct BwdConsumer {
     const int count = tile.num_query_tiles();
     if (count > 0) {
       smem.barrier_kv.wait(0);
-      if constexpr (T::kPipelined && Variant::kOverlapsNextTile) {
-        query_tiles_pipelined(probs, smem, pipe_q, pipe_do, tile, count, tdVrdV, tdKrdK);
-      } else {
-        typename T::PipelineState state;  // index 0, phase 0
-        QueryTileReady ready;
-        for (int j = 0; j < count; ++j, ++state)
-          query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, tile.visit(j), tdVrdV, tdKrdK);
-      }
+      typename T::PipelineState state;  // index 0, phase 0
+      QueryTileReady ready;
+      for (int j = 0; j < count; ++j, ++state)
+        query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, tile.visit(j), tdVrdV, tdKrdK);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -153,126 +148,24 @@ struct BwdConsumer {
     gemm_ss(mma_dk, tdKrdS, tdKrQ(_, _, _, s), tdKrdK);
     warpgroup_wait<1>();  // dV and dQ done; dK may still run
     warpgroup_fence_operand(tdQrdQ);
-    stage_dq(smem, tdQrdQ, j);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tdVrdV);
-    warpgroup_fence_operand(tdKrdK);
-    pipe_q.consumer_release(state);
-    pipe_do.consumer_release(state);
-  }
-
-  // Query tile j's dQ partial into its staging buffer, for the dQ writer. Staging order: float4 i of
-  // thread t at (i * 256 + t) * 4 — conflict-free stores; the postprocess reads it back with the same
-  // MMA partitioning.
-  template <class TdQ>
-  CUTE_DEVICE void stage_dq(typename T::SharedStorage& smem, const TdQ& tdQrdQ, int j) {
+    // Staging order: float4 j of thread t at (j * 256 + t) * 4 — conflict-free stores; the
+    // postprocess reads it back with the same MMA partitioning.
     static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
     const int buf = j % T::kDqBuffers;
     if (j >= T::kDqBuffers)  // the writer is done with it
       cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty + buf);
     float4* staging = reinterpret_cast<float4*>(smem.dq.data() + buf * T::kDqFloats);
     CUTE_UNROLL
-    for (int i = 0; i < size(tdQrdQ) / 4; ++i)
-      staging[i * 256 + thread_idx] = make_float4(tdQrdQ(4 * i), tdQrdQ(4 * i + 1), tdQrdQ(4 * i + 2), tdQrdQ(4 * i + 3));
+    for (int j = 0; j < size(tdQrdQ) / 4; ++j)
+      staging[j * 256 + thread_idx] =
+          make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
     cutlass::arch::fence_view_async_shared();  // staging writes -> visible to the bulk copy (async proxy)
     cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqFull + buf);
-  }
-
-  // D64 (T::kPipelined): the same products per query tile j, but the next tile's S and dP are
-  // issued with this tile's dQ and dK, so that they run while the warpgroup stages dQ, and the next
-  // tile starts on a finished S instead of waiting for its GEMM (at D64 a tile's GEMMs are short
-  // and that wait was exposed: docs/perf/attention_bwd.md, "D64 under ncu"). WGMMA groups complete
-  // in issue order. A loop iteration is tile j's second half and tile j + 1's first:
-  //   dQ(j), dK(j), S(j+1), dP(j+1)  ->  wait dQ(j): <= 3 outstanding  ->  stage dQ(j)
-  //   ->  wait S(j+1): <= 1 (dK(j) done: release Q / dO stage j)  ->  P(j+1)  ->  dV(j+1)
-  //   ->  wait dP(j+1): <= 1  ->  dS(j+1)  ->  | barrier |  ->  wait dV(j+1): nothing in flight.
-  // Nothing is in flight across iterations (ptxas serialised every WGMMA — C7514 / C7515 — when
-  // S / dP or dK were: their registers are loop variables, moved at the loop's back edge).
-  // Three Q / dO stages (the next tile's loads are needed half a tile earlier) and two dS buffers:
-  // after tile j's barrier a warpgroup may write dS(j + 1) while the other still reads dS(j) for
-  // its dQ(j); its dQ(j - 1) was done before it reached that barrier.
-  template <class TAcc>
-  CUTE_DEVICE void query_tiles_pipelined(const Probs& probs, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
-                                         typename T::Pipeline& pipe_do, const Tile& tile, int count, TAcc& tdVrdV, TAcc& tdKrdK) {
-    static_assert(!T::kSplitD && T::kDsBuffers == 2 && T::kStages >= 3);
-    Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
-    Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
-    Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
-    Tensor sdOt = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQt{}); // [D, M, stage]
-    Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutK{});       // [N, D]
-    Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename T::SmemLayoutK{});       // [N, D]
-    Tensor sKt = make_tensor(make_smem_ptr(smem.k.data()), typename T::SmemLayoutKt{});     // [D, N]
-    auto wg_sdp = mma_sdp.get_slice(wg * 128);
-    auto wg_dv = mma_dv.get_slice(wg * 128);
-    auto wg_dk = mma_dk.get_slice(wg * 128);
-    auto wg_dq = mma_dq.get_slice(wg * 128);
-    Tensor tSrK = wg_sdp.partition_fragment_A(sK);      // this warpgroup's 64 keys
-    Tensor tSrQ = wg_sdp.partition_fragment_B(sQ);      // (.., stage)
-    Tensor tdPrV = wg_sdp.partition_fragment_A(sV);
-    Tensor tdPrdO = wg_sdp.partition_fragment_B(sdO);   // (.., stage)
-    Tensor tdVrdO = wg_dv.partition_fragment_B(sdOt);   // (.., stage)
-    Tensor tdKrQ = wg_dk.partition_fragment_B(sQt);     // (.., stage)
-    Tensor tdQrK = wg_dq.partition_fragment_B(sKt);     // this warpgroup's D/2 columns
-    Tensor tSrS = partition_fragment_C(mma_sdp, Shape<Int<T::kBlockN>, Int<T::kBlockM>>{});   // fp32 [64k, M] / 128 threads
-    Tensor tdPrdP = partition_fragment_C(mma_sdp, Shape<Int<T::kBlockN>, Int<T::kBlockM>>{});
-    Tensor cS = mma_sdp.get_thread_slice(thread_idx).partition_C(make_identity_tensor(Shape<Int<T::kBlockN>, Int<T::kBlockM>>{}));
-    Tensor tdVrP = make_tensor<Element>(acc_as_operand_a_layout(tSrS.layout()));  // P^T as the A operand of dV
-    auto ds_of = [&](int j) { return smem.ds.data() + (j & 1) * cute::cosize_v<typename T::SmemLayoutdS>; };
-
-    typename T::PipelineState state;  // tile j's stage
-    auto issue_s_dp = [&](typename T::PipelineState st) {  // S^T = K Q^T, dP^T = V dO^T of the tile in stage st
-      pipe_q.consumer_wait(st);
-      gemm_ss_zero(mma_sdp, tSrK, tSrQ(_, _, _, st.index()), tSrS);
-      pipe_do.consumer_wait(st);
-      gemm_ss_zero(mma_sdp, tdPrV, tdPrdO(_, _, _, st.index()), tdPrdP);
-    };
-    // Tile j's first half, from a finished S(j) (dP(j) may still run) to its dS in shared memory.
-    auto first_half = [&](int j) {
-      const int s = state.index();
-      warpgroup_fence_operand(tSrS);
-      probs(tSrS, tdVrP, cS, smem.lse2.data() + s * T::kBlockM, tile.visit(j));
-      gemm_rs(mma_dv, tdVrP, tdVrdO(_, _, _, s), tdVrdV);
-      warpgroup_wait<1>();  // dP(j) ready; dV(j) may still run
-      warpgroup_fence_operand(tdPrdP);
-      Tensor sdSt = make_tensor(make_smem_ptr(ds_of(j)), typename T::SmemLayoutdSt{});  // [N, M]
-      store_ds<Element>(tSrS, tdPrdP, cS, smem.delta.data() + s * T::kBlockM, sdSt, T::wg_key0(wg), T::wg_query0(wg));
-      cutlass::arch::fence_view_async_shared();  // dS^T writes -> visible to WGMMA (async proxy)
-      cutlass::arch::NamedBarrier::sync(256, kBarrierDsReady);
-      warpgroup_wait<0>();  // dV(j)
-      warpgroup_fence_operand(tdVrdV);
-    };
-    // Tile j's second half: dQ and dK (and the next tile's S, dP: kNext), dQ staged.
-    auto second_half = [&](int j, auto next_tile) {
-      constexpr bool kNext = decltype(next_tile)::value;
-      const int s = state.index();
-      Tensor sdS = make_tensor(make_smem_ptr(ds_of(j)), typename T::SmemLayoutdS{});    // [M, N]
-      Tensor sdSt = make_tensor(make_smem_ptr(ds_of(j)), typename T::SmemLayoutdSt{});  // [N, M]
-      Tensor tdQrdQ = partition_fragment_C(mma_dq, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [M, D/2] / 128 threads
-      Tensor tdQrdS = wg_dq.partition_fragment_A(sdS);
-      Tensor tdKrdS = wg_dk.partition_fragment_A(sdSt);  // this warpgroup's 64 keys
-      gemm_ss_zero(mma_dq, tdQrdS, tdQrK, tdQrdQ);
-      gemm_ss(mma_dk, tdKrdS, tdKrQ(_, _, _, s), tdKrdK);
-      typename T::PipelineState next = state;
-      ++next;
-      if constexpr (kNext) issue_s_dp(next);
-      warpgroup_wait<kNext ? 3 : 1>();  // dQ(j) done; dK(j), S(j+1), dP(j+1) may run
-      warpgroup_fence_operand(tdQrdQ);
-      stage_dq(smem, tdQrdQ, j);
-      warpgroup_wait<kNext ? 1 : 0>();  // dK(j) done (and S(j+1)); dP(j+1) may run
-      warpgroup_fence_operand(tdKrdK);
-      pipe_q.consumer_release(state);
-      pipe_do.consumer_release(state);
-      state = next;
-    };
-    issue_s_dp(state);
-    warpgroup_wait<1>();  // S(0)
-    first_half(0);
-#pragma unroll 1
-    for (int j = 0; j + 1 < count; ++j) {
-      second_half(j, std::true_type{});
-      first_half(j + 1);
-    }
-    second_half(count - 1, std::false_type{});
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tdVrdV);
+    warpgroup_fence_operand(tdKrdK);
+    pipe_q.consumer_release(state);
+    pipe_do.consumer_release(state);
   }
 };
 

@@ -42,13 +42,7 @@ struct BwdTraits {
   static constexpr bool kSplitD = kHeadDim > 128;  // see above
   static constexpr int kBlockM = kBwdBlockM;       // query rows per streamed tile
   static constexpr int kBlockN = kSplitD ? 64 : 128;  // keys per CTA
-  // D64: the consumers may issue the next query tile's S and dP with this one's dQ and dK
-  // (bwd_consumer.cuh, query_tiles_pipelined; Variant::kOverlapsNextTile), so the next tile's Q / dO
-  // are needed half a tile earlier (3 stages) and dS alternates between two buffers (a warpgroup
-  // writes dS(j + 1) while the other may still read dS(j)).
-  static constexpr bool kPipelined = kHeadDim == 64;
-  static constexpr int kStages = kSplitD ? 1 : kPipelined ? 3 : 2;  // Q and dO pipeline depth
-  static constexpr int kDsBuffers = kPipelined ? 2 : 1;
+  static constexpr int kStages = kSplitD ? 1 : 2;     // Q and dO pipeline depth
   static constexpr int kDqBuffers = kSplitD ? 1 : 2;  // dQ staging buffers
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
@@ -114,7 +108,7 @@ struct BwdTraits {
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutQ>, 1024> dout;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> k;
     cute::array_aligned<Element, cute::cosize_v<SmemLayoutK>, 1024> v;
-    cute::array_aligned<Element, kDsBuffers * cute::cosize_v<SmemLayoutdS>, 1024> ds;
+    cute::array_aligned<Element, cute::cosize_v<SmemLayoutdS>, 1024> ds;
     cute::array_aligned<Element, kSplitD ? cute::cosize_v<SmemLayoutdS> : 8, 1024> pt;  // P^T (split D only), as dS
     cute::array_aligned<float, kDqBuffers * kDqFloats, 128> dq;  // staging for the bulk reduce-add, MMA order
     cute::array_aligned<float, kBlockM * kStages, 16> lse2;

@@ -1,6 +1,6 @@
 // src/cuda/attention/bwd_variant.cuh — what varies between the kernels built on the backward
 // mainloop (bwd_kernel.cuh): which query tiles a key tile visits, and how a tile of scores becomes
-// probabilities. A backward Variant names five things:
+// probabilities. A backward Variant names four things:
 //   Args             extra kernel parameters beside AttnBwdArgs (BwdParams::extra)
 //   key_tiles_differ(extra)  whether its key tiles meet different numbers of query tiles beyond
 //                    what AttnBwdArgs::mask says (host; picks the launch order: launch_order.hpp)
@@ -16,10 +16,6 @@
 //                    operator()(tSrS, tdVrP, cS, lse2, visit) turns the fp32 S^T fragment of the
 //                    visited query tile into P^T in 16 bits (tdVrP, the A operand of dV)
 //                    and, in place, P^T times d(score)/d(q.k * scale) (what dS needs)
-//   kOverlapsNextTile whether the D64 consumers issue the next query tile's S and dP with
-//                    this one's dQ and dK (bwd_consumer.cuh: query_tiles_pipelined); it holds
-//                    the next tile's S and dP live beside this one's dQ, which a Probs with more
-//                    registers spills
 // The chain rule's common factor, the scale, is applied to dK and dQ at the end. This file holds
 // the softmax attention variant (mask rule, softcap); flex attention's is in
 // src/cuda/flex/bwd_variant.cuh.
@@ -67,7 +63,6 @@ struct DenseBwdProbs {
 
 struct DenseBwdVariant {
   struct Args {};
-  static constexpr bool kOverlapsNextTile = true;
   static bool key_tiles_differ(const Args&) { return false; }  // beyond what the mask says (launch_order.hpp)
   template <class Traits>
   using Tile = BwdTileInfo<Traits>;

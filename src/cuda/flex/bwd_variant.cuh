@@ -220,7 +220,6 @@ struct FlexBwdVariant {
   using Tile = FlexBwdTile<Traits, Args>;
   template <class Traits>
   using Probs = FlexBwdProbs<Traits, Args>;
-  static constexpr bool kOverlapsNextTile = false;  // the D64 catalog kernel spilled 28 bytes with it
   // A BlockMask gives key tiles lists of different lengths: grouped launch order (launch_order.hpp).
   static bool key_tiles_differ(const Args& f) { return f.block_mask; }
 };
