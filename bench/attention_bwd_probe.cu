@@ -8,9 +8,10 @@
 // bisecting and profiling tool. CMake builds the tree's own variant as the attention_bwd_probe
 // target.
 //   bwd_probe                        the default shapes, twice
-//   bwd_probe D S B [causal] [mode]  one shape, mode 0 default (dq_zeroed_rule), 1 / 2 ordered dQ
+//   bwd_probe D S B [causal] [mode]  one shape (PROBE_HEADS=n: n heads, not 2048 / D), mode 0 default (dq_zeroed_rule), 1 / 2 ordered dQ
 //                                    in 1 / 2 chains, 3 the default with the first-writer claims
-//                                    at any length (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
+//                                    at any length, 4 the default with the zeroing at any length
+//                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -31,7 +32,9 @@ using Elt = cutlass::bfloat16_t;
 // One shape: the forward once (for O and a real LSE), then each mode's backward timed.
 template <int D>
 void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms, int* counter) {
-  const int H = 2048 / D;
+  // PROBE_HEADS=n: n heads instead of 2048 / D (to move the grid's CTA count by whole waves).
+  const char* heads_env = std::getenv("PROBE_HEADS");
+  const int H = heads_env ? atoi(heads_env) : 2048 / D;
   const size_t n = size_t(B) * S * H * D;
   Elt *q, *k, *v, *o, *dout, *dq, *dk, *dv;
   float* lse;
@@ -65,7 +68,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
     a.ordered_dq = mode == 1 || mode == 2;
     ws.carve(base, a);
     a.dq_chains = mode == 2 ? 2 : 1;
-    a.dq_zeroed = mode == 0 && dq_zeroed_rule(false, S);  // mode 3: the default with the claims at any length
+    // mode 3: the default with the claims at any length; mode 4: with the zeroing at any length
+    a.dq_zeroed = (mode == 0 && dq_zeroed_rule(false, S, causal, D)) || mode == 4;
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
     std::vector<float> ts;
     for (int it = 0; it < 33; ++it) {
@@ -90,8 +94,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
       sum += std::fabs(f);
       hash = (hash ^ x) * 16777619u;
     }
-    printf("D%-3d S%-5d B%-2d %-6s %-4s %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, causal ? "causal" : "",
-           mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : "claim",
+    printf("D%-3d S%-5d B%-2d H%-3d %-6s %-4s %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, H, causal ? "causal" : "",
+           mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : mode == 3 ? "claim" : "zero",
            ms, flops / ms / 1e9, sum, hash, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);
   }

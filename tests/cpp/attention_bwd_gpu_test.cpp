@@ -214,6 +214,36 @@ TEST_F(AttentionBwdGpu, GqaAtomicAndSplitFp16AndStrides) {
   check(s);
 }
 
+// The default mode's zeroed dq_accum (dq_zeroed_rule): at D64 the consumers add their dQ partials
+// from registers (AttnBwdArgs::dq_direct), at D128 the writer warp; 2048 keys without a mask (D64
+// only zeroes there), more with a causal mask, GQA both ways, and a varlen batch whose longest key
+// sequence passes 2048.
+TEST_F(AttentionBwdGpu, DqAddedByTheConsumersIntoTheZeroedAccumulator) {
+  for (int64_t D : {64, 128}) {
+    Case plain;
+    plain.D = D;
+    plain.Sq = 200;
+    plain.Sk = 2048;
+    plain.Hq = 4;
+    plain.Hkv = 2;
+    check(plain, GqaReduction::kAtomic);
+    Case causal;
+    causal.D = D;
+    causal.Sq = 333;
+    causal.Sk = 2300;
+    causal.Hq = 4;
+    causal.Hkv = 1;
+    causal.mask.causal = true;
+    check(causal, GqaReduction::kSplit);
+    Case v;
+    v.D = D;
+    v.lq = {70, 0, 129};
+    v.lk = {2100, 3, 64};
+    v.B = static_cast<int64_t>(v.lq.size());
+    check(v);
+  }
+}
+
 TEST_F(AttentionBwdGpu, VarlenWithOneTokenAndEmptySequences) {
   for (int64_t D : {64, 128, 256})
     for (bool causal : {false, true}) {

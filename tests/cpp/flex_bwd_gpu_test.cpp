@@ -145,6 +145,18 @@ TEST_F(FlexBwdGpu, GqaRatiosFp16AndWideBlocks) {
 
 TEST_F(FlexBwdGpu, UnlistedBlocksSkippedAndFullBlocksSkipMaskMod) { check(sparse_pattern_case()); }
 
+// A mod without a BlockMask past 2048 keys at D64: the default mode zeroes dq_accum and the
+// consumers add their dQ partials from registers (AttnBwdArgs::dq_direct).
+TEST_F(FlexBwdGpu, DqAddedByTheConsumersWithoutABlockMask) {
+  FlexGpuCase c;
+  c.D = 64;
+  c.Sq = 150;
+  c.Sk = 2200;
+  c.document = true;
+  c.block_mask = 0;
+  check(c);
+}
+
 // deterministic: dQ partials in key-tile order (the BlockMask's turns) and GQA sums in head order —
 // ten runs bitwise equal, and within the error rule.
 TEST_F(FlexBwdGpu, DeterministicIsBitwise) {

@@ -50,6 +50,9 @@ struct AttnBwdArgs {
   // where many key tiles meet each query tile: there the claims' waits cost more than the zeroing
   // (docs/perf/attention_bwd.md, "dQ without the zeroing").
   bool dq_zeroed = false;
+  // Into a zeroed dq_accum without order the consumers add their dQ partials themselves, straight
+  // from registers (red.v4: no staging buffer, no fence, no hand-off to the writer warp).
+  ATTNKIT_HD bool dq_direct() const { return dq_zeroed && !ordered_dq; }
   // The kernel just before the preprocess in the stream (flex's list builder, bwd_lists.cuh) lets
   // it start early (programmatic_launch.cuh): the preprocess reads nothing that kernel writes, and
   // waits for it before ending, so the main kernel after it sees both.
@@ -77,11 +80,16 @@ struct AttnBwdArgs {
   void* stream = nullptr;
 };
 
-// AttnBwdArgs::dq_zeroed's rule: the default mode with more than 2048 keys. Measured on an H100
-// (bench/results/2026-11-23-h100-attention-bwd-dq-first-store-ab-probe.txt): the first-writer store
-// took S512 4-9% and S2k 0-3% faster, S16k 1-4% slower (every key tile of a head meets each query
-// tile at about the same moment there, so most of them wait for the first store to land).
-inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k) { return !ordered_dq && max_seqlen_k > 2048; }
+// AttnBwdArgs::dq_zeroed's rule: the default mode with more than 2048 keys; at D64 also 2048 keys
+// without a mask. Measured on an H100 (bench/results/2026-11-23-h100-attention-bwd-dq-first-store-ab-probe.txt):
+// the first-writer store took S512 4-9% and S2k 0-3% faster, S16k 1-4% slower (every key tile of a
+// head meets each query tile at about the same moment there, so most of them wait for the first
+// store to land). At D64 the consumers add into the zeroed dq_accum themselves (dq_direct), which
+// also wins at 2048 keys without a mask (-1.5..-6.9%; with a causal mask +0.4..1.1%):
+// docs/perf/attention_bwd.md, "dQ added by the consumers".
+inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int head_dim) {
+  return !ordered_dq && (max_seqlen_k > 2048 || (head_dim == 64 && max_seqlen_k == 2048 && !masked));
+}
 
 // First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).
 #if defined(__CUDACC__)

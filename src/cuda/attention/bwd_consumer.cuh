@@ -2,7 +2,8 @@
 // dK and dV (64 keys, or with split D all 64 keys and half the head dim; bwd_traits.cuh)
 // accumulated over the query tiles in registers, dQ of each query tile computed by both warpgroups
 // (head-dim halves) and handed to the dQ writer warp (bwd_dq_writer.cuh) through a shared-memory
-// staging buffer (two, used alternately, when they fit).
+// staging buffer (two, used alternately, when they fit) — or, at D64 in the default mode with a
+// zeroed dq_accum, added by the consumers straight from registers (AttnBwdArgs::dq_direct).
 //
 // Per query tile m (stage s; tiles last to first):
 //   issue S^T = K Q^T, dP^T = V dO^T  ->  wait S  ->  P = exp2(S * scale * log2 e - lse2), masked
@@ -10,7 +11,7 @@
 //   ->  dS = P * (dP - delta) (* tanh' with softcap)  ->  store dS^T into sdS
 //   ->  [barrier: sdS (and sPt) whole]  ->  (split D: issue dV += P^T dO)  ->  issue dQ = dS K,
 //   dK += dS^T Q  ->  wait dQ  ->  [staging free]  dQ into the staging buffer (dK still runs)
-//   ->  [staged]  ->  wait dK, release Q/dO.
+//   ->  [staged] (direct: dQ's vector adds instead)  ->  wait dK, release Q/dO.
 // Query tiles go last to first: the key tiles of a causal mask then all start on the same (last)
 // query tile, so concurrent CTAs share its Q/dO in L2, and in deterministic mode (key tiles add
 // in ascending order) each CTA waits only once, at its first tile, for its predecessors.
@@ -57,8 +58,10 @@ struct BwdConsumer {
       smem.barrier_kv.wait(0);
       typename T::PipelineState state;  // index 0, phase 0
       QueryTileReady ready;
+      // Direct dQ adds (AttnBwdArgs::dq_direct): query tile m's block is dq_head + m * kDqFloats.
+      float* dq_head = T::kDqDirect && a.dq_direct() ? a.dq_accum + tile.row_block(a, 0) * T::kHeadDim : nullptr;
       for (int j = 0; j < count; ++j, ++state)
-        query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, tile.visit(j), tdVrdV, tdKrdK);
+        query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, tile.visit(j), dq_head, tdVrdV, tdKrdK);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -81,7 +84,7 @@ struct BwdConsumer {
   template <class TAcc>
   CUTE_DEVICE void query_tile(const Probs& probs, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
                               typename T::Pipeline& pipe_do, typename T::PipelineState state, QueryTileReady& ready, int j,
-                              BwdVisit visit, TAcc& tdVrdV, TAcc& tdKrdK) {
+                              BwdVisit visit, float* dq_head, TAcc& tdVrdV, TAcc& tdKrdK) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
     Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
@@ -148,19 +151,28 @@ struct BwdConsumer {
     gemm_ss(mma_dk, tdKrdS, tdKrQ(_, _, _, s), tdKrdK);
     warpgroup_wait<1>();  // dV and dQ done; dK may still run
     warpgroup_fence_operand(tdQrdQ);
-    // Staging order: float4 j of thread t at (j * 256 + t) * 4 — conflict-free stores; the
-    // postprocess reads it back with the same MMA partitioning.
+    // dq_accum's order (and the staging buffer's): float4 j of thread t at (j * 256 + t) * 4 —
+    // conflict-free staging stores, whole lines for a warp's vector adds; the postprocess reads it
+    // back with the same MMA partitioning.
     static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
-    const int buf = j % T::kDqBuffers;
-    if (j >= T::kDqBuffers)  // the writer is done with it
-      cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty + buf);
-    float4* staging = reinterpret_cast<float4*>(smem.dq.data() + buf * T::kDqFloats);
-    CUTE_UNROLL
-    for (int j = 0; j < size(tdQrdQ) / 4; ++j)
-      staging[j * 256 + thread_idx] =
-          make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
-    cutlass::arch::fence_view_async_shared();  // staging writes -> visible to the bulk copy (async proxy)
-    cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqFull + buf);
+    if (dq_head) {
+      float4* dst = reinterpret_cast<float4*>(dq_head + int64_t(visit.m) * T::kDqFloats);
+      CUTE_UNROLL
+      for (int j = 0; j < size(tdQrdQ) / 4; ++j)
+        red_add_v4_f32(reinterpret_cast<float*>(dst + j * 256 + thread_idx),
+                       make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3)));
+    } else {
+      const int buf = j % T::kDqBuffers;
+      if (j >= T::kDqBuffers)  // the writer is done with it
+        cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty + buf);
+      float4* staging = reinterpret_cast<float4*>(smem.dq.data() + buf * T::kDqFloats);
+      CUTE_UNROLL
+      for (int j = 0; j < size(tdQrdQ) / 4; ++j)
+        staging[j * 256 + thread_idx] =
+            make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
+      cutlass::arch::fence_view_async_shared();  // staging writes -> visible to the bulk copy (async proxy)
+      cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqFull + buf);
+    }
     warpgroup_wait<0>();
     warpgroup_fence_operand(tdVrdV);
     warpgroup_fence_operand(tdKrdK);

@@ -95,7 +95,8 @@ Status attention_backward(const AttentionBwdParams& p) {
   if (a.batch > 65535)
     return Unsupported("cu_seqlens_q: the CUDA backward takes at most 65535 sequences per call, got " + std::to_string(a.batch));
   a.ordered_dq = ordered_dq(p);
-  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k);
+  const bool masked = a.mask.causal || a.mask.window_left >= 0 || a.mask.window_right >= 0;
+  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, masked, a.head_dim);
   a.num_sms = current_device_sm_count();
   a.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
 

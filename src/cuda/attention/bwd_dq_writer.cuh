@@ -14,7 +14,8 @@
 // and bumps the count with a release. The default mode takes the first write by a claim (an
 // atomic count per query tile: whoever draws 0 stores, then releases the semaphore); the others
 // wait for that release once, then add without ordering among themselves — unless a.dq_zeroed:
-// then every partial is added into the zeroed dq_accum.
+// then every partial is added into the zeroed dq_accum, by the consumers themselves
+// (AttnBwdArgs::dq_direct: this warp has nothing to do).
 #pragma once
 #include "src/cuda/attention/bulk.cuh"
 #include "src/cuda/attention/bwd_traits.cuh"
@@ -32,7 +33,7 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
   const AttnBwdArgs& a = params.args;
   const typename Variant::template Tile<T> tile(a, params.extra);
   const bool leader = cute::elect_one_sync();
-  const int count = tile.skip() ? 0 : tile.num_query_tiles();
+  const int count = tile.skip() || (T::kDqDirect && a.dq_direct()) ? 0 : tile.num_query_tiles();  // direct: the consumers add
 #pragma unroll 1
   for (int j = 0; j < count; ++j) {  // the consumers' order
     const int m = tile.query_tile(j), buf = j % T::kDqBuffers;

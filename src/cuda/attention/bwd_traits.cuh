@@ -44,6 +44,11 @@ struct BwdTraits {
   static constexpr int kBlockN = kSplitD ? 64 : 128;  // keys per CTA
   static constexpr int kStages = kSplitD ? 1 : 2;     // Q and dO pipeline depth
   static constexpr int kDqBuffers = kSplitD ? 1 : 2;  // dQ staging buffers
+  // D64: the default mode's dQ adds into a zeroed dq_accum come from the consumers' registers
+  // (AttnBwdArgs::dq_direct; 2.5-7% faster). Not at D128 (+-2% run to run, no gain) nor with split
+  // D (its 64 KB partial as 16 vector adds a thread: 1.3x slower than the writer warp's bulk add):
+  // docs/perf/attention_bwd.md, "dQ added by the consumers".
+  static constexpr bool kDqDirect = kHeadDim == 64;
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
   static constexpr int kProducerRegs = 24;  // 128 * producer + 256 * consumer <= 64512
