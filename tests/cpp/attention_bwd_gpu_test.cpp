@@ -214,10 +214,10 @@ TEST_F(AttentionBwdGpu, GqaAtomicAndSplitFp16AndStrides) {
   check(s);
 }
 
-// The default mode's zeroed dq_accum (dq_zeroed_rule): at D64 the consumers add their dQ partials
-// from registers (AttnBwdArgs::dq_direct), at D128 the writer warp; 2048 keys without a mask (D64
-// only zeroes there), more with a causal mask, GQA both ways, and a varlen batch whose longest key
-// sequence passes 2048.
+// The default mode's zeroed dq_accum (dq_zeroed_rule) with the consumers adding their dQ partials
+// from registers (AttnBwdArgs::dq_direct; D64 and D128 address the tile two ways): 2048 keys without
+// a mask, more with a causal mask, GQA both ways, and a varlen batch whose longest key sequence
+// passes 2048.
 TEST_F(AttentionBwdGpu, DqAddedByTheConsumersIntoTheZeroedAccumulator) {
   for (int64_t D : {64, 128}) {
     Case plain;

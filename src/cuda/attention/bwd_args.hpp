@@ -80,15 +80,15 @@ struct AttnBwdArgs {
   void* stream = nullptr;
 };
 
-// AttnBwdArgs::dq_zeroed's rule: the default mode with more than 2048 keys; at D64 also 2048 keys
-// without a mask. Measured on an H100 (bench/results/2026-11-23-h100-attention-bwd-dq-first-store-ab-probe.txt):
-// the first-writer store took S512 4-9% and S2k 0-3% faster, S16k 1-4% slower (every key tile of a
-// head meets each query tile at about the same moment there, so most of them wait for the first
-// store to land). At D64 the consumers add into the zeroed dq_accum themselves (dq_direct), which
-// also wins at 2048 keys without a mask (-1.5..-6.9%; with a causal mask +0.4..1.1%):
-// docs/perf/attention_bwd.md, "dQ added by the consumers".
+// AttnBwdArgs::dq_zeroed's rule: the default mode with more than 2048 keys, or 2048 without a mask.
+// Measured on an H100 (bench/results/2026-11-23-h100-attention-bwd-dq-first-store-ab-probe.txt): the
+// first-writer store took S512 4-9% and S2k 0-3% faster, S16k 1-4% slower (every key tile of a head
+// meets each query tile at about the same moment there, so most of them wait for the first store
+// to land). Since the consumers add into the zeroed dq_accum themselves (dq_direct, D <= 128), the
+// zeroing also wins at 2048 keys without a mask (D64 -1.5..-6.9%, D128 -1..-2.6%; with a causal
+// mask +0.4..1.1%): docs/perf/attention_bwd.md, "dQ added by the consumers".
 inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int head_dim) {
-  return !ordered_dq && (max_seqlen_k > 2048 || (head_dim == 64 && max_seqlen_k == 2048 && !masked));
+  return !ordered_dq && (max_seqlen_k > 2048 || (head_dim <= 128 && max_seqlen_k == 2048 && !masked));
 }
 
 // First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).

@@ -58,10 +58,15 @@ struct BwdConsumer {
       smem.barrier_kv.wait(0);
       typename T::PipelineState state;  // index 0, phase 0
       QueryTileReady ready;
-      // Direct dQ adds (AttnBwdArgs::dq_direct): query tile m's block is dq_head + m * kDqFloats.
-      float* dq_head = T::kDqDirect && a.dq_direct() ? a.dq_accum + tile.row_block(a, 0) * T::kHeadDim : nullptr;
-      for (int j = 0; j < count; ++j, ++state)
-        query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, tile.visit(j), dq_head, tdVrdV, tdKrdK);
+      // Direct dQ adds (AttnBwdArgs::dq_direct) go to query tile m's block of dq_accum, passed as
+      // the head's base (kDqDirectKeepsHead: block m at + m * kDqFloats) or as the block itself.
+      const bool direct = T::kDqDirect && a.dq_direct();
+      float* dq_head = direct ? a.dq_accum + tile.row_block(a, 0) * T::kHeadDim : nullptr;
+      for (int j = 0; j < count; ++j, ++state) {
+        const BwdVisit visit = tile.visit(j);
+        float* dq = T::kDqDirectKeepsHead ? dq_head : direct ? a.dq_accum + tile.row_block(a, visit.m) * T::kHeadDim : nullptr;
+        query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, visit, dq, tdVrdV, tdKrdK);
+      }
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -84,7 +89,7 @@ struct BwdConsumer {
   template <class TAcc>
   CUTE_DEVICE void query_tile(const Probs& probs, typename T::SharedStorage& smem, typename T::Pipeline& pipe_q,
                               typename T::Pipeline& pipe_do, typename T::PipelineState state, QueryTileReady& ready, int j,
-                              BwdVisit visit, float* dq_head, TAcc& tdVrdV, TAcc& tdKrdK) {
+                              BwdVisit visit, float* dq_direct, TAcc& tdVrdV, TAcc& tdKrdK) {
     Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});       // [M, D, stage]
     Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});   // [M, D, stage]
     Tensor sQt = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQt{});     // [D, M, stage]
@@ -155,8 +160,8 @@ struct BwdConsumer {
     // conflict-free staging stores, whole lines for a warp's vector adds; the postprocess reads it
     // back with the same MMA partitioning.
     static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
-    if (dq_head) {
-      float4* dst = reinterpret_cast<float4*>(dq_head + int64_t(visit.m) * T::kDqFloats);
+    if (dq_direct) {
+      float4* dst = reinterpret_cast<float4*>(T::kDqDirectKeepsHead ? dq_direct + int64_t(visit.m) * T::kDqFloats : dq_direct);
       CUTE_UNROLL
       for (int j = 0; j < size(tdQrdQ) / 4; ++j)
         red_add_v4_f32(reinterpret_cast<float*>(dst + j * 256 + thread_idx),
