@@ -2,7 +2,7 @@
 // dK and dV (64 keys, or with split D all 64 keys and half the head dim; bwd_traits.cuh)
 // accumulated over the query tiles in registers, dQ of each query tile computed by both warpgroups
 // (head-dim halves) and handed to the dQ writer warp (bwd_dq_writer.cuh) through a shared-memory
-// staging buffer (two, used alternately, when they fit) — or, at D64 in the default mode with a
+// staging buffer (two, used alternately, when they fit) — or, at D 64 / 128 in the default mode with a
 // zeroed dq_accum, added by the consumers straight from registers (AttnBwdArgs::dq_direct).
 //
 // Per query tile m (stage s; tiles last to first):
