@@ -8,10 +8,11 @@
 // bisecting and profiling tool. CMake builds the tree's own variant as the attention_bwd_probe
 // target.
 //   bwd_probe                        the default shapes, twice
-//   bwd_probe D S B [causal] [mode]  one shape (PROBE_HEADS=n: n heads, not 2048 / D), mode 0 default (dq_zeroed_rule), 1 / 2 ordered dQ
+//   bwd_probe D S B [causal] [mode]  one shape, mode 0 default (dq_zeroed_rule), 1 / 2 ordered dQ
 //                                    in 1 / 2 chains, 3 the default with the first-writer claims
 //                                    at any length, 4 the default with the zeroing at any length
-//                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1)
+//                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1);
+//                                    PROBE_HEADS=n: n heads instead of 2048 / D
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>

@@ -80,6 +80,11 @@ struct AttnBwdArgs {
   void* stream = nullptr;
 };
 
+// Head dims whose consumers add dQ into a zeroed dq_accum themselves (AttnBwdArgs::dq_direct;
+// BwdTraits::kDqDirect): not the split-D kernel, whose 64 KB partial as 16 vector adds a thread ran
+// 1.3x slower than the writer warp's bulk add (docs/perf/attention_bwd.md, "dQ added by the consumers").
+ATTNKIT_HD constexpr bool dq_direct_adds(int head_dim) { return head_dim <= 128; }
+
 // AttnBwdArgs::dq_zeroed's rule: the default mode with more than 2048 keys, or 2048 without a mask.
 // Measured on an H100 (bench/results/2026-11-23-h100-attention-bwd-dq-first-store-ab-probe.txt): the
 // first-writer store took S512 4-9% and S2k 0-3% faster, S16k 1-4% slower (every key tile of a head
@@ -88,7 +93,7 @@ struct AttnBwdArgs {
 // zeroing also wins at 2048 keys without a mask (D64 -1.5..-6.9%, D128 -1..-2.6%; with a causal
 // mask +0.4..1.1%): docs/perf/attention_bwd.md, "dQ added by the consumers".
 inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int head_dim) {
-  return !ordered_dq && (max_seqlen_k > 2048 || (head_dim <= 128 && max_seqlen_k == 2048 && !masked));
+  return !ordered_dq && (max_seqlen_k > 2048 || (dq_direct_adds(head_dim) && max_seqlen_k == 2048 && !masked));
 }
 
 // First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).

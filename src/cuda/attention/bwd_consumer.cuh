@@ -160,21 +160,18 @@ struct BwdConsumer {
     // conflict-free staging stores, whole lines for a warp's vector adds; the postprocess reads it
     // back with the same MMA partitioning.
     static_assert(decltype(size(tdQrdQ))::value % 4 == 0);
+    auto quad = [&](int q) { return make_float4(tdQrdQ(4 * q), tdQrdQ(4 * q + 1), tdQrdQ(4 * q + 2), tdQrdQ(4 * q + 3)); };
     if (dq_direct) {
       float4* dst = reinterpret_cast<float4*>(T::kDqDirectKeepsHead ? dq_direct + int64_t(visit.m) * T::kDqFloats : dq_direct);
       CUTE_UNROLL
-      for (int j = 0; j < size(tdQrdQ) / 4; ++j)
-        red_add_v4_f32(reinterpret_cast<float*>(dst + j * 256 + thread_idx),
-                       make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3)));
+      for (int q = 0; q < size(tdQrdQ) / 4; ++q) red_add_v4_f32(reinterpret_cast<float*>(dst + q * 256 + thread_idx), quad(q));
     } else {
       const int buf = j % T::kDqBuffers;
       if (j >= T::kDqBuffers)  // the writer is done with it
         cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqEmpty + buf);
       float4* staging = reinterpret_cast<float4*>(smem.dq.data() + buf * T::kDqFloats);
       CUTE_UNROLL
-      for (int j = 0; j < size(tdQrdQ) / 4; ++j)
-        staging[j * 256 + thread_idx] =
-            make_float4(tdQrdQ(4 * j), tdQrdQ(4 * j + 1), tdQrdQ(4 * j + 2), tdQrdQ(4 * j + 3));
+      for (int q = 0; q < size(tdQrdQ) / 4; ++q) staging[q * 256 + thread_idx] = quad(q);
       cutlass::arch::fence_view_async_shared();  // staging writes -> visible to the bulk copy (async proxy)
       cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqFull + buf);
     }

@@ -45,12 +45,12 @@ struct BwdTraits {
   static constexpr int kStages = kSplitD ? 1 : 2;     // Q and dO pipeline depth
   static constexpr int kDqBuffers = kSplitD ? 1 : 2;  // dQ staging buffers
   // The default mode's dQ adds into a zeroed dq_accum come from the consumers' registers
-  // (AttnBwdArgs::dq_direct): D64 5-6% faster, D128 1.5-2.5%. Not with split D (its 64 KB partial
-  // as 16 vector adds a thread: 1.3x slower than the writer warp's bulk add). The tile's address:
+  // (AttnBwdArgs::dq_direct, dq_direct_adds): D64 5-6% faster, D128 1.5-2.5%. The tile's address:
   // D64 keeps the head's dq_accum base across the query tiles, D128 (consumers at their register
   // limit) recomputes it per tile — the other way round each lost 3-4%. docs/perf/attention_bwd.md,
   // "dQ added by the consumers".
-  static constexpr bool kDqDirect = !kSplitD;
+  static constexpr bool kDqDirect = dq_direct_adds(kHeadDim);
+  static_assert(!(kDqDirect && kSplitD), "the split-D kernel hands dQ to the writer warp");
   static constexpr bool kDqDirectKeepsHead = kHeadDim == 64;
   static constexpr int kConsumerWGs = 2;
   static constexpr int kThreads = 128 * (kConsumerWGs + 1);
