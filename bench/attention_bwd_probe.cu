@@ -13,6 +13,8 @@
 //                                    at any length, 4 the default with the zeroing at any length
 //                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1);
 //                                    PROBE_HEADS=n: n heads instead of 2048 / D
+//   PROBE_DQ_AFTER_HEADS=0: the dq postprocess after the main kernel, not beside its tail
+//   (AttnBwdArgs::dq_after_heads, on by default as in the dispatcher)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -58,6 +60,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   std::memcpy(a.lse_stride, f.lse_stride, sizeof(a.lse_stride));
   a.batch = B; a.seqlen_q = a.seqlen_k = a.max_seqlen_q = a.max_seqlen_k = S; a.heads_q = a.heads_kv = H;
   a.head_dim = D; a.scale = f.scale; a.mask.causal = causal;
+  const char* after_env = std::getenv("PROBE_DQ_AFTER_HEADS");
+  a.dq_after_heads = !after_env || atoi(after_env) != 0;
   BwdShape shape;
   shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = shape.heads_kv = H; shape.head_dim = D; shape.ordered_dq = true;
   shape.dq_chains = 2;
@@ -95,8 +99,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
       sum += std::fabs(f);
       hash = (hash ^ x) * 16777619u;
     }
-    printf("D%-3d S%-5d B%-2d H%-3d %-6s %-4s %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, H, causal ? "causal" : "",
-           mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : mode == 3 ? "claim" : "zero",
+    printf("D%-3d S%-5d B%-2d H%-3d %-6s %-4s %-5s %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, H, causal ? "causal" : "",
+           mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : mode == 3 ? "claim" : "zero", a.dq_after_heads ? "after" : "",
            ms, flops / ms / 1e9, sum, hash, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);
   }

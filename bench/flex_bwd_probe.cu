@@ -1,6 +1,7 @@
 // bench/flex_bwd_probe.cu — A/B probe of the flex attention backward through the public API
 // (flex_attention_backward): bench_flex.py's backward shapes (B1 H16 S16384 D128 bf16; noop, and
-// causal / sliding window 1024 / documents of 2048 / ALiBi + causal through a BlockMask), default
+// causal / sliding window 1024 / documents of 2048 / 8 documents of random lengths as bench_flex.py
+// draws them / ALiBi + causal through a BlockMask), default
 // and deterministic, CUDA events, median of 30 launches; a dq checksum per row so that variants'
 // ordered (deterministic) results can be compared bit for bit. Built once per kernel variant by
 // `PROBE=flex_bwd bash bench/flex_fwd_ab.sh` (the variant's flex backward kernel and dispatch
@@ -42,6 +43,7 @@ void checksum(const void* p, size_t n, double* sum, uint64_t* hash) {
   }
 }
 
+// doc_len > 0: documents of doc_len tokens; < 0: -doc_len documents of random lengths (bench_flex.py's).
 void run(const char* name, bool alibi, bool causal, int64_t window, bool block_mask, int64_t doc_len,
          bool deterministic) {
   const int64_t B = 1, H = 16, S = 16384, D = 128, n = B * H * S * D;
@@ -57,15 +59,21 @@ void run(const char* name, bool alibi, bool causal, int64_t window, bool block_m
   FlexMods mods;
   if (alibi) mods.alibi_slopes = on_gpu(slopes.p, DType::kFloat32, {H});
   mods.causal = causal;
+  std::vector<int32_t> ids;
+  if (doc_len < 0) ids = random_documents(S, int(-doc_len));
   if (doc_len > 0) {
-    std::vector<int32_t> ids(B * S);
+    ids.resize(B * S);
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i % S / doc_len);
+  }
+  if (doc_len != 0) {
     cudaMemcpy(doc.p, ids.data(), B * S * 4, cudaMemcpyHostToDevice);
     mods.document_ids_q = on_gpu(doc.p, DType::kInt32, {B, S});
     mods.document_ids_kv = on_gpu(doc.p, DType::kInt32, {B, S});
   }
   mods.sliding_window = window;
-  const std::unique_ptr<BlockMask> bm = block_mask ? std::make_unique<BlockMask>(S, window, doc_len) : nullptr;
+  const std::unique_ptr<BlockMask> bm = !block_mask ? nullptr
+                                       : doc_len < 0 ? std::make_unique<BlockMask>(S, ids)
+                                                     : std::make_unique<BlockMask>(S, window, doc_len);
 
   FlexFwdParams f;
   f.q = on_gpu(q.p, DType::kBFloat16, {B, H, S, D});
@@ -119,6 +127,7 @@ int main(int argc, char** argv) {
       if (pick("causal")) run("causal", false, true, -1, true, 0, det);
       if (pick("sliding1024")) run("sliding1024", false, true, 1024, true, 0, det);
       if (pick("document_causal")) run("document_causal", false, true, -1, true, 2048, det);
+      if (pick("document_random")) run("document_random", false, true, -1, true, -8, det);
       if (!det && pick("alibi_causal")) run("alibi_causal", true, true, -1, true, 0, det);
     }
   }

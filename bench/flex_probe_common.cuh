@@ -54,12 +54,31 @@ struct BlockMask {
         else idx[qb * nb + num[qb]++] = int32_t(kb);
       }
     }
+    upload();
+  }
+  void upload() {
     auto up = [](const std::vector<int32_t>& v) {
       auto b = std::make_unique<Buffer>(v.size() * 4);
       cudaMemcpy(b->p, v.data(), v.size() * 4, cudaMemcpyHostToDevice);
       return b;
     };
     dnum = up(num); didx = up(idx); dfull_num = up(full_num); dfull_idx = up(full_idx);
+  }
+  // A causal mask within documents given by sorted per-token ids: a block is listed where its
+  // keys' and queries' id ranges meet, full where both hold one and the same document.
+  BlockMask(int64_t s, const std::vector<int32_t>& sorted_ids) : nb(s / 128) {
+    num.assign(nb, 0); full_num.assign(nb, 0); idx.assign(nb * nb, 0); full_idx.assign(nb * nb, 0);
+    for (int64_t qb = 0; qb < nb; ++qb) {
+      const int32_t q_lo = sorted_ids[qb * 128], q_hi = sorted_ids[qb * 128 + 127];
+      for (int64_t kb = 0; kb <= qb; ++kb) {
+        const int32_t k_lo = sorted_ids[kb * 128], k_hi = sorted_ids[kb * 128 + 127];
+        if (k_hi < q_lo) continue;  // (sorted: the keys' ids are at most the queries')
+        const bool full = kb < qb && k_lo == k_hi && k_hi == q_lo && q_lo == q_hi;
+        if (full) full_idx[qb * nb + full_num[qb]++] = int32_t(kb);
+        else idx[qb * nb + num[qb]++] = int32_t(kb);
+      }
+    }
+    upload();
   }
   BlockMaskView view() const {
     BlockMaskView v;
@@ -75,6 +94,18 @@ struct BlockMask {
     return n / double(nb * nb);
   }
 };
+
+// Document ids as bench_flex.py draws them (torch.randint(0, docs, (S,)).sort()): `docs` documents
+// of random lengths, their boundaries anywhere (most key blocks at a boundary partial).
+inline std::vector<int32_t> random_documents(int64_t s, int docs, uint32_t seed = 1) {
+  std::vector<int32_t> ids(s);
+  for (auto& id : ids) {
+    seed = seed * 1664525u + 1013904223u;
+    id = int32_t((seed >> 8) % uint32_t(docs));
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
 
 // Median of 30 timed launches (CUDA events) after 3 warm-up ones; NaN (and the message) on an error.
 template <class F>

@@ -244,6 +244,22 @@ TEST_F(AttentionBwdGpu, DqAddedByTheConsumersIntoTheZeroedAccumulator) {
   }
 }
 
+// More CTAs than SMs: the dq postprocess starts beside the main kernel's last wave and converts
+// each head once that head's key tiles have counted their dQ in (AttnBwdArgs::dq_after_heads); the
+// heads of the first wave are converted while the last ones still run. Both GQA reductions.
+TEST_F(AttentionBwdGpu, DqConvertedPerHeadBesideTheMainKernelsLastWave) {
+  for (int64_t D : {64, 128}) {
+    Case c;
+    c.D = D;
+    c.Sq = c.Sk = 300;  // 3 key tiles a head, 192 CTAs
+    c.Hq = 64;
+    c.Hkv = 16;
+    check(c, GqaReduction::kAtomic);
+    c.mask.causal = true;
+    check(c, GqaReduction::kSplit);
+  }
+}
+
 TEST_F(AttentionBwdGpu, VarlenWithOneTokenAndEmptySequences) {
   for (int64_t D : {64, 128, 256})
     for (bool causal : {false, true}) {

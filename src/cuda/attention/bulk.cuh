@@ -27,6 +27,10 @@ CUTE_DEVICE void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 
 // Every issued bulk op has completed, its writes performed.
 CUTE_DEVICE void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// Orders this thread's completed bulk (async proxy) writes to global memory before its later
+// generic accesses, e.g. a release that publishes them.
+CUTE_DEVICE void fence_proxy_async_global() { asm volatile("fence.proxy.async.global;\n" ::: "memory"); }
+
 // *p += v with release semantics at GPU scope: this thread's earlier writes (and the bulk adds it
 // has waited for) are visible to whoever acquires the new value. One instruction, no full fence.
 CUTE_DEVICE void red_release_add(int* p, int v) {

@@ -78,6 +78,11 @@ struct AttnBwdArgs {
   // kBwdBlockM) lie heads_q * rows_padded rows apart.
   ATTNKIT_HD int64_t chain_row0(int chain) const { return int64_t(chain) * heads_q * rows_padded; }
   void* stream = nullptr;
+  // [batch, heads_q] int, zeroed by the preprocess: the main kernel's CTAs (key tiles) of each
+  // (sequence, query head) whose dQ is in dq_accum. With dq_after_heads the dq postprocess starts
+  // while the main kernel's last CTAs run and converts each head once all its key tiles counted.
+  int* dq_heads_done = nullptr;
+  bool dq_after_heads = false;
 };
 
 // Head dims whose consumers add dQ into a zeroed dq_accum themselves (AttnBwdArgs::dq_direct;

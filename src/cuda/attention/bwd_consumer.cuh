@@ -46,7 +46,7 @@ struct BwdConsumer {
                        typename T::Pipeline& pipe_do) {
     const AttnBwdArgs& a = params.args;
     const Tile tile(a, params.extra);
-    if (tile.skip()) return;
+    if (tile.skip()) return dq_adds_issued(a);
     const Probs probs(a, params.extra, tile, wg);
     Tensor tdVrdV = partition_fragment_C(mma_dv, Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{});  // fp32 [64, D] / 128 threads
     Tensor tdKrdK = partition_fragment_C(mma_dk, Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{});
@@ -67,6 +67,9 @@ struct BwdConsumer {
         float* dq = T::kDqDirectKeepsHead ? dq_head : direct ? a.dq_accum + tile.row_block(a, visit.m) * T::kHeadDim : nullptr;
         query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, visit, dq, tdVrdV, tdKrdK);
       }
+      dq_adds_issued(a);
+    } else {
+      dq_adds_issued(a);
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.
@@ -76,6 +79,13 @@ struct BwdConsumer {
         make_identity_tensor(Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{})));  // (key, d) of each register
     store_dkv<T>(a, tile, as_rowcol(tdKrdK), cKV, a.dk, a.dk_stride, a.dk_accum);
     store_dkv<T>(a, tile, as_rowcol(tdVrdV), cKV, a.dv, a.dv_stride, a.dv_accum);
+  }
+
+  // Direct dQ adds (AttnBwdArgs::dq_direct) with the dq postprocess beside the main kernel's tail:
+  // the writer warp counts this key tile's dQ for it once every consumer thread's adds are issued
+  // (bwd_dq_writer.cuh). Every CTA's consumers arrive, whatever they visited.
+  CUTE_DEVICE static void dq_adds_issued(const AttnBwdArgs& a) {
+    if (T::kDqDirect && a.dq_direct() && a.dq_after_heads) cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqAdded);
   }
 
   // Whether the next query tile's Q and dO have landed: probed (mbarrier test_wait, never blocks)

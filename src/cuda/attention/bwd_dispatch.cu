@@ -97,6 +97,7 @@ Status attention_backward(const AttentionBwdParams& p) {
   a.ordered_dq = ordered_dq(p);
   const bool masked = a.mask.causal || a.mask.window_left >= 0 || a.mask.window_right >= 0;
   a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, masked, a.head_dim);
+  a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();
   a.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
 

@@ -18,14 +18,27 @@
 // (AttnBwdArgs::dq_direct: this warp has nothing to do).
 #pragma once
 #include "src/cuda/attention/bulk.cuh"
+#include "src/cuda/attention/bwd_tile.cuh"  // bwd_cta
 #include "src/cuda/attention/bwd_traits.cuh"
 
 namespace attnkit::cuda::attn {
 
 // Named barriers (0 is __syncthreads): dS complete (the 256 consumer threads), and per staging
 // buffer b the full / empty hand-off between the consumers and the writer warp (ids + b).
-enum BwdNamedBarrier : int { kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 4 };
+// kBarrierDqAdded: the consumers' direct dQ adds all issued (their arrival), before this warp counts them.
+enum BwdNamedBarrier : int { kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 4, kBarrierDqAdded = 6 };
 inline constexpr int kDqBarrierThreads = 256 + 32;
+
+// blockIdx.x / y / z read where it is used: ptxas shares plain blockIdx reads across the kernel's
+// roles, and one more value kept live from the kernel's start spilled in the consumers.
+template <int kDim>
+CUTE_DEVICE unsigned ctaid_unhoisted() {
+  unsigned v;
+  if constexpr (kDim == 0) asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+  else if constexpr (kDim == 1) asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
+  else asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(v));
+  return v;
+}
 
 template <class Traits, class Variant>
 CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem) {
@@ -80,7 +93,20 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
     __syncwarp();  // the whole warp reaches the named barriers together
     if (j + T::kDqBuffers < count) cutlass::arch::NamedBarrier::arrive(kDqBarrierThreads, kBarrierDqEmpty + buf);
   }
-  if (leader) bulk_wait_all();  // the staging buffer must outlive the last add
+  // This key tile's dQ is all in dq_accum once the consumers' direct adds are issued (their barrier
+  // arrival orders them before the count) and this warp's bulk adds have completed: count it for
+  // the dq postprocess, which converts a head once all its key tiles counted. (Recomputed from the
+  // parameters and blockIdx: kept across the loop, it spilled.)
+  const bool count_done = a.dq_after_heads;
+  if (count_done && T::kDqDirect && a.dq_direct()) cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqAdded);
+  if (leader) {
+    bulk_wait_all();  // the staging buffer must outlive the last add
+    if (count_done) {
+      const BwdCta cta = bwd_cta_at(ctaid_unhoisted<0>(), ctaid_unhoisted<1>(), ctaid_unhoisted<2>(), a.heads_per_group_log2);
+      fence_proxy_async_global();  // the bulk adds (async proxy) before the release (generic)
+      red_release_add(a.dq_heads_done + cta.batch * a.heads_q + cta.head, 1);
+    }
+  }
 }
 
 }  // namespace attnkit::cuda::attn

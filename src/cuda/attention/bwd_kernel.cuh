@@ -11,6 +11,7 @@
 #include "src/cuda/attention/bwd_consumer.cuh"
 #include "src/cuda/attention/bwd_variant.cuh"
 #include "src/cuda/attention/fwd_kernel.cuh"  // make_tma_pipeline
+#include "src/cuda/programmatic_launch.cuh"
 
 namespace attnkit::cuda::attn {
 
@@ -27,6 +28,9 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   using T = Traits;
   extern __shared__ char smem_raw[];
   auto& smem = *reinterpret_cast<typename T::SharedStorage*>(smem_raw);
+  // The dq postprocess may start once every CTA got here (AttnBwdArgs::dq_after_heads; it waits
+  // per head for the dQ counts, bwd_dq_writer.cuh).
+  allow_dependents_to_start();
   const int warp = __shfl_sync(0xffffffff, threadIdx.x / 32, 0);
   const int wg = warp / 4;
   if (warp == 0 && cute::elect_one_sync()) {

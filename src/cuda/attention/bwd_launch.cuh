@@ -1,6 +1,6 @@
 // src/cuda/attention/bwd_launch.cuh — host side of one backward instantiation: zero the GQA
-// buffers, preprocess (which also zeroes the dQ semaphores), main kernel over (key tile, query
-// head, sequence), postprocess.
+// buffers, preprocess (which also zeroes the dQ semaphores and head counts), main kernel over (key
+// tile, query head, sequence), postprocess (the dq conversion overlapping the main kernel's tail).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -16,8 +16,12 @@ namespace attnkit::cuda::attn {
 
 // The backward with any variant (bwd_variant.cuh); `extra` is its own parameters.
 template <class Element, int kHeadDim, class Variant>
-cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra) {
+cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& extra) {
   using T = BwdTraits<Element, kHeadDim>;
+  const int n_blocks = (args.max_seqlen_k + T::kBlockN - 1) / T::kBlockN;
+  const int max_rows = (args.max_seqlen_q + T::kBlockM - 1) / T::kBlockM * T::kBlockM;
+  AttnBwdArgs a = args;
+  a.dq_after_heads = args.dq_after_heads && n_blocks > 0 && max_rows > 0;  // both kernels run
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool varlen = a.cu_seqlens_q != nullptr;
   const bool gqa = a.heads_q != a.heads_kv;
@@ -32,7 +36,6 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
   if (err != cudaSuccess) return err;
   if (a.batch == 0 || a.heads_q == 0) return cudaSuccess;
 
-  const int max_rows = (a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM * T::kBlockM;
   if (max_rows > 0) {
     const dim3 grid(max_rows / T::kBlockM, a.heads_q, a.batch);
     // (After the memsets the kernel ahead is not the one that allows an early start.)
@@ -45,7 +48,6 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
 
   const int batch_dim = varlen ? 1 : a.batch;
   auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };
-  const int n_blocks = (a.max_seqlen_k + T::kBlockN - 1) / T::kBlockN;
   BwdParams<T, Variant> p;
   p.args = a;
   const bool work_differs = mask_varies_work(a.mask) || Variant::key_tiles_differ(extra);
@@ -70,8 +72,17 @@ cudaError_t launch_bwd(const AttnBwdArgs& a, const typename Variant::Args& extra
     if (err != cudaSuccess) return err;
     const BwdGrid g = bwd_grid(n_blocks, a.heads_q, a.batch, p.args.heads_per_group_log2);
     attention_bwd_kernel<T, Variant><<<dim3(g.x, g.y, g.z), T::kThreads, T::kSmemBytes, stream>>>(p);
+    // (The dq postprocess below may wait for this kernel's CTAs: never launch it after a failure.)
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
-  if (max_rows > 0) attention_bwd_dq_kernel<T><<<dim3(max_rows / T::kBlockM, a.heads_q, a.batch), 256, 0, stream>>>(a);
+  if (max_rows > 0) {
+    // dq_after_heads: it starts once every CTA of the main kernel has (the last wave), on the SMs
+    // the main kernel leaves idle, and converts each head as soon as that head's key tiles are done.
+    const dim3 grid(max_rows / T::kBlockM, a.heads_q, a.batch);
+    if (a.dq_after_heads) err = launch_after_trigger(attention_bwd_dq_kernel<T>, grid, 256, 0, stream, a);
+    else attention_bwd_dq_kernel<T><<<grid, 256, 0, stream>>>(a);
+    if (err != cudaSuccess) return err;
+  }
   if (gqa && rows_k > 0) {
     const int64_t pairs = rows_k * a.heads_kv * (kHeadDim / 2);
     const int blocks = static_cast<int>(std::min<int64_t>((pairs + 255) / 256, 32 * 132));

@@ -2,13 +2,16 @@
 //
 //  preprocess:  per query row, delta = rowsum(dO * O) (fp32) and lse2 = lse * log2(e), into the
 //               padded-row buffers (padding and rows with no visible key get lse2 = +inf, delta 0);
-//               and zeroes the query tile's dQ semaphores and claim, and its dq_accum block only
-//               where a.dq_zeroed (otherwise the first writer of a tile stores: bwd_dq_writer.cuh).
+//               and zeroes the query tile's dQ semaphores and claim, the head's done count, and
+//               its dq_accum block only where a.dq_zeroed (otherwise the first writer of a tile
+//               stores: bwd_dq_writer.cuh).
 //  dq:          dq = scale * dq_accum (its chains' copies summed in chain order), read back in the
-//               MMA order the main kernel staged it in.
+//               MMA order the main kernel staged it in; each head as soon as the main kernel's key
+//               tiles of that head are done (AttnBwdArgs::dq_after_heads).
 //  dkv (GQA):   dk, dv = the fp32 kv-head buffer (atomic), or the ordered sum over the query heads
 //               of the group (split), converted.
 #pragma once
+#include "src/cuda/attention/bulk.cuh"  // load_acquire
 #include "src/cuda/attention/bwd_tile.cuh"
 #include "src/cuda/attention/bwd_traits.cuh"
 #include "src/cuda/attention/fragment.cuh"
@@ -30,6 +33,7 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
   static_assert(kRowPieces <= 32 && kBwdBlockM % kRowsPerPass == 0);
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   const SeqInfo seq(a, b);
+  if (m == 0 && t == 0) a.dq_heads_done[b * a.heads_q + h] = 0;
   if (m * kBwdBlockM >= seq.seqlen_q) return wait_for_prerequisites();  // past this sequence's padded rows
   const bool varlen = a.cu_seqlens_q != nullptr;
   const Element* o = static_cast<const Element*>(a.out) + (varlen ? 0 : b * a.o_stride[0]) + h * a.o_stride[2];
@@ -77,15 +81,39 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
   wait_for_prerequisites();
 }
 
+// Blocks until *count >= target (acquire: what was released before each count is visible). The
+// count is the dq postprocess's only wait on the main kernel (AttnBwdArgs::dq_after_heads); a minute
+// without it reaching the target is a bug, made a launch error instead of a hang.
+CUTE_DEVICE void wait_for_count(const int* count, int target) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  while (load_acquire(count) < target) {
+    __nanosleep(200);
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start > 60ull * 1000 * 1000 * 1000) __trap();
+  }
+}
+
 // grid (query tiles of the longest sequence, heads_q, batch), 256 threads: thread t takes the
-// registers consumer thread t staged.
+// registers consumer thread t staged. With a.dq_after_heads it is launched to start beside the main
+// kernel's last CTAs (bwd_launch.cuh): each block first waits until every key tile of its head has
+// counted its dQ in, and block (0, 0, 0) waits at its end for the whole main kernel, so that the
+// stream moves on (GQA's dk / dv, the caller's next kernel) only once the main kernel is done.
 template <class Traits>
 __global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs a) {
   using T = Traits;
   using Element = typename T::Element;
   const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   const SeqInfo seq(a, b);
-  if (m * T::kBlockM >= seq.seqlen_q) return;
+  const bool holds_stream = a.dq_after_heads && m == 0 && h == 0 && b == 0;
+  if (m * T::kBlockM >= seq.seqlen_q) {
+    if (holds_stream) wait_for_prerequisites();
+    return;
+  }
+  if (a.dq_after_heads) {
+    if (t == 0) wait_for_count(a.dq_heads_done + b * a.heads_q + h, (a.max_seqlen_k + T::kBlockN - 1) / T::kBlockN);
+    __syncthreads();
+  }
   typename T::TiledMmadQ mma;
   Tensor acc = partition_fragment_C(mma, Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{});  // fp32 [M, D/2] / 128 threads
   const int64_t rows = int64_t(h) * a.rows_padded + bwd_row_base(a, b, seq.offset_q) + m * T::kBlockM;
@@ -119,6 +147,7 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs
       *reinterpret_cast<cutlass::Array<Element, 2>*>(out + get<1>(c_rc(mi, ni))) = pair;
     }
   }
+  if (holds_stream) wait_for_prerequisites();
 }
 
 // GQA only. grid-stride over (row_k, kv head, column pair); rows_k = keys of all sequences.

@@ -100,6 +100,7 @@ inline Status fill_bwd_args(const FlexBwdParams& p, AttnBwdArgs& a) {
   // the claims cost nothing either (H100, S16k: sliding window -3.2%, documents -2.6%, causal and
   // ALiBi +-0; without a BlockMask +0.9%, so the softmax rule stays; docs/perf/flex_bwd.md).
   a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, /*masked=*/true, a.head_dim) && !p.block_mask.defined();
+  a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();  // the launch order's rule (launch_order.hpp)
   a.stream = p.stream;
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
