@@ -14,7 +14,9 @@
 //                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1);
 //                                    PROBE_HEADS=n: n heads instead of 2048 / D
 //   PROBE_DQ_AFTER_HEADS=0: the dq postprocess after the main kernel, not beside its tail
-//   (AttnBwdArgs::dq_after_heads, on by default as in the dispatcher)
+//   (AttnBwdArgs::dq_after_heads, on by default as in the dispatcher); PROBE_PRE_SMS=n: the
+//   preprocess on n SMs beside the main kernel (AttnBwdArgs::preprocess_sms; 0 before it; by
+//   default the dispatcher's rule)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -62,6 +64,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   a.head_dim = D; a.scale = f.scale; a.mask.causal = causal;
   const char* after_env = std::getenv("PROBE_DQ_AFTER_HEADS");
   a.dq_after_heads = !after_env || atoi(after_env) != 0;
+  const char* pre_env = std::getenv("PROBE_PRE_SMS");
+  a.preprocess_sms = pre_env ? atoi(pre_env) : preprocess_sms_rule(sms);
   BwdShape shape;
   shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = shape.heads_kv = H; shape.head_dim = D; shape.ordered_dq = true;
   shape.dq_chains = 2;
@@ -99,8 +103,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
       sum += std::fabs(f);
       hash = (hash ^ x) * 16777619u;
     }
-    printf("D%-3d S%-5d B%-2d H%-3d %-6s %-4s %-5s %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, H, causal ? "causal" : "",
-           mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : mode == 3 ? "claim" : "zero", a.dq_after_heads ? "after" : "",
+    printf("D%-3d S%-5d B%-2d H%-3d %-6s %-4s %-5s pre%-3d %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, H, causal ? "causal" : "",
+           mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : mode == 3 ? "claim" : "zero", a.dq_after_heads ? "after" : "", a.preprocess_sms,
            ms, flops / ms / 1e9, sum, hash, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);
   }

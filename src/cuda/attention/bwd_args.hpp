@@ -83,6 +83,12 @@ struct AttnBwdArgs {
   // while the main kernel's last CTAs run and converts each head once all its key tiles counted.
   int* dq_heads_done = nullptr;
   bool dq_after_heads = false;
+  // > 0: the preprocess runs on that many SMs beside the main kernel instead of before it, and
+  // counts per (sequence, query head) the query tiles it has done ([batch, heads_q] int, zeroed
+  // before it: by launch_bwd, or by the flex dispatch ahead of its list kernels where the
+  // preprocess starts early); each main-kernel CTA waits for its head's count (bwd_prepost.cuh).
+  int preprocess_sms = 0;
+  int* preprocessed_tiles = nullptr;
 };
 
 // Head dims whose consumers add dQ into a zeroed dq_accum themselves (AttnBwdArgs::dq_direct;
@@ -100,6 +106,10 @@ ATTNKIT_HD constexpr bool dq_direct_adds(int head_dim) { return head_dim <= 128;
 inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int head_dim) {
   return !ordered_dq && (max_seqlen_k > 2048 || (dq_direct_adds(head_dim) && max_seqlen_k == 2048 && !masked));
 }
+
+// AttnBwdArgs::preprocess_sms's rule: a quarter of the SMs stream O and dO while the others start
+// the main kernel (docs/perf/attention_bwd.md, "The preprocess beside the main kernel").
+inline int preprocess_sms_rule(int num_sms) { return num_sms / 4; }
 
 // First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).
 #if defined(__CUDACC__)

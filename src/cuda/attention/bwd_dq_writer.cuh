@@ -18,7 +18,7 @@
 // (AttnBwdArgs::dq_direct: this warp has nothing to do).
 #pragma once
 #include "src/cuda/attention/bulk.cuh"
-#include "src/cuda/attention/bwd_tile.cuh"  // bwd_cta
+#include "src/cuda/attention/bwd_tile.cuh"  // bwd_cta_unhoisted
 #include "src/cuda/attention/bwd_traits.cuh"
 
 namespace attnkit::cuda::attn {
@@ -28,17 +28,6 @@ namespace attnkit::cuda::attn {
 // kBarrierDqAdded: the consumers' direct dQ adds all issued (their arrival), before this warp counts them.
 enum BwdNamedBarrier : int { kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 4, kBarrierDqAdded = 6 };
 inline constexpr int kDqBarrierThreads = 256 + 32;
-
-// blockIdx.x / y / z read where it is used: ptxas shares plain blockIdx reads across the kernel's
-// roles, and one more value kept live from the kernel's start spilled in the consumers.
-template <int kDim>
-CUTE_DEVICE unsigned ctaid_unhoisted() {
-  unsigned v;
-  if constexpr (kDim == 0) asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
-  else if constexpr (kDim == 1) asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
-  else asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(v));
-  return v;
-}
 
 template <class Traits, class Variant>
 CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typename Traits::SharedStorage& smem) {
@@ -102,7 +91,7 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
   if (leader) {
     bulk_wait_all();  // the staging buffer must outlive the last add
     if (count_done) {
-      const BwdCta cta = bwd_cta_at(ctaid_unhoisted<0>(), ctaid_unhoisted<1>(), ctaid_unhoisted<2>(), a.heads_per_group_log2);
+      const BwdCta cta = bwd_cta_unhoisted(a);
       fence_proxy_async_global();  // the bulk adds (async proxy) before the release (generic)
       red_release_add(a.dq_heads_done + cta.batch * a.heads_q + cta.head, 1);
     }

@@ -4,7 +4,8 @@
 // (bwd_producer.cuh: warp 0 the Q / dO loads, warp 2 the K / V loads; warp 1, bwd_dq_writer.cuh:
 // dQ reduce-adds; registers given away); warpgroups 1 and 2 are the consumers (bwd_consumer.cuh).
 // Shared state: one barrier for K and V, and the Q and dO pipelines.
-// Runs between bwd_prepost.cuh's preprocess (lse2, delta) and postprocess (dq, GQA dk/dv).
+// Runs between bwd_prepost.cuh's preprocess (lse2, delta) and postprocess (dq, GQA dk/dv), each of
+// which may overlap it (AttnBwdArgs::preprocess_sms, dq_after_heads).
 #pragma once
 #include <cutlass/arch/reg_reconfig.h>
 
@@ -20,6 +21,16 @@ template <class Traits, bool kInitBarriers = false>
 CUTE_DEVICE typename Traits::Pipeline make_bwd_pipeline(typename Traits::Pipeline::SharedStorage& storage, bool producer) {
   return make_tma_pipeline<typename Traits::Pipeline, kInitBarriers>(storage, producer, 128 * Traits::kConsumerWGs,
                                                                      Traits::kTmaBytesQ);
+}
+
+// With the preprocess beside the main kernel (AttnBwdArgs::preprocess_sms): waits until every query
+// tile of this CTA's head is preprocessed (its lse2, delta, dQ semaphores, zeroed dq_accum).
+template <class Traits>
+CUTE_DEVICE void wait_for_preprocess(const AttnBwdArgs& a) {
+  const BwdCta cta = bwd_cta_unhoisted(a);
+  const SeqInfo seq(a, cta.batch);
+  const int tiles = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
+  wait_for_count(a.preprocessed_tiles + cta.batch * a.heads_q + cta.head, tiles > 0 ? tiles : 1);  // (tile 0 always counts)
 }
 
 template <class Traits, class Variant>
@@ -43,7 +54,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   }
   make_bwd_pipeline<T, true>(smem.pipeline_q, wg == 0);  // initialises the Q and dO barriers
   make_bwd_pipeline<T, true>(smem.pipeline_do, wg == 0);
+  const bool beside = params.args.preprocess_sms > 0;
+  if (beside && threadIdx.x == 0) wait_for_preprocess<T>(params.args);
   __syncthreads();
+  if (beside) fence_proxy_async_global();  // the preprocess's writes before this CTA's bulk reads / adds of them
 
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kProducerRegs>();

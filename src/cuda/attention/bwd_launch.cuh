@@ -1,6 +1,7 @@
 // src/cuda/attention/bwd_launch.cuh — host side of one backward instantiation: zero the GQA
-// buffers, preprocess (which also zeroes the dQ semaphores and head counts), main kernel over (key
-// tile, query head, sequence), postprocess (the dq conversion overlapping the main kernel's tail).
+// buffers, preprocess (which also zeroes the dQ semaphores and head counts; on a quarter of the SMs
+// beside the main kernel's start), main kernel over (key tile, query head, sequence), postprocess
+// (the dq conversion beside the main kernel's tail).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -22,6 +23,7 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   const int max_rows = (args.max_seqlen_q + T::kBlockM - 1) / T::kBlockM * T::kBlockM;
   AttnBwdArgs a = args;
   a.dq_after_heads = args.dq_after_heads && n_blocks > 0 && max_rows > 0;  // both kernels run
+  if (n_blocks == 0 || max_rows == 0) a.preprocess_sms = 0;
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool varlen = a.cu_seqlens_q != nullptr;
   const bool gqa = a.heads_q != a.heads_kv;
@@ -36,13 +38,24 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   if (err != cudaSuccess) return err;
   if (a.batch == 0 || a.heads_q == 0) return cudaSuccess;
 
+  // (The flex dispatch zeroes the counts itself, ahead of its list kernels, where the preprocess
+  // starts early: a memset here would stand between them.)
+  if (a.preprocess_sms > 0 && !a.preprocess_after_trigger)
+    err = cudaMemsetAsync(a.preprocessed_tiles, 0, size_t(a.batch) * a.heads_q * sizeof(int), stream);
+  if (err != cudaSuccess) return err;
   if (max_rows > 0) {
-    const dim3 grid(max_rows / T::kBlockM, a.heads_q, a.batch);
     // (After the memsets the kernel ahead is not the one that allows an early start.)
-    if (a.preprocess_after_trigger && !zero_dkv)
-      err = launch_after_trigger(attention_bwd_preprocess_kernel<Element, kHeadDim>, grid, 256, 0, stream, a);
-    else
-      attention_bwd_preprocess_kernel<Element, kHeadDim><<<grid, 256, 0, stream>>>(a);
+    const bool early = a.preprocess_after_trigger && !zero_dkv;
+    if (a.preprocess_sms > 0) {
+      auto* kernel = attention_bwd_preprocess_beside_kernel<Element, kHeadDim>;
+      err = ensure_dynamic_smem<attention_bwd_preprocess_beside_kernel<Element, kHeadDim>>(kPreprocessBesideSmem);
+      if (err == cudaSuccess && early) err = launch_after_trigger(kernel, a.preprocess_sms, 256 * kPreprocessBesideGroups, kPreprocessBesideSmem, stream, a);
+      else if (err == cudaSuccess) kernel<<<a.preprocess_sms, 256 * kPreprocessBesideGroups, kPreprocessBesideSmem, stream>>>(a);
+    } else {
+      const dim3 grid(max_rows / T::kBlockM, a.heads_q, a.batch);
+      if (early) err = launch_after_trigger(attention_bwd_preprocess_kernel<Element, kHeadDim>, grid, 256, 0, stream, a);
+      else attention_bwd_preprocess_kernel<Element, kHeadDim><<<grid, 256, 0, stream>>>(a);
+    }
     if (err != cudaSuccess) return err;
   }
 
@@ -71,7 +84,12 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
     err = ensure_dynamic_smem<attention_bwd_kernel<T, Variant>>(T::kSmemBytes);
     if (err != cudaSuccess) return err;
     const BwdGrid g = bwd_grid(n_blocks, a.heads_q, a.batch, p.args.heads_per_group_log2);
-    attention_bwd_kernel<T, Variant><<<dim3(g.x, g.y, g.z), T::kThreads, T::kSmemBytes, stream>>>(p);
+    // Beside the preprocess: starts on the SMs it leaves free, each CTA waiting for its head.
+    if (a.preprocess_sms > 0)
+      err = launch_after_trigger(attention_bwd_kernel<T, Variant>, dim3(g.x, g.y, g.z), T::kThreads, T::kSmemBytes, stream, p);
+    else
+      attention_bwd_kernel<T, Variant><<<dim3(g.x, g.y, g.z), T::kThreads, T::kSmemBytes, stream>>>(p);
+    if (err != cudaSuccess) return err;
     // (The dq postprocess below may wait for this kernel's CTAs: never launch it after a failure.)
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }

@@ -25,16 +25,16 @@ namespace attnkit::cuda::attn {
 // is a shuffle sum among them; every load of the tile is issued before the first sum (a warp per
 // row with 2-byte loads ran at ~2.4 TB/s at D128 and ~1.6 TB/s at D64: docs/perf/attention_bwd.md,
 // "Preprocess").
+// Query tile m of (head h, sequence b) by 256 threads (t); false past the sequence's padded rows.
 template <class Element, int kHeadDim>
-__global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const AttnBwdArgs a) {
+CUTE_DEVICE bool preprocess_tile(const AttnBwdArgs& a, int m, int h, int b, int t) {
   constexpr int kRowPieces = kHeadDim / 8;              // 16-byte pieces a row: 8 / 16 / 32
   constexpr int kRowsPerPass = 256 / kRowPieces;        // 32 / 16 / 8
   constexpr int kPasses = kBwdBlockM / kRowsPerPass;    // 2 / 4 / 8
   static_assert(kRowPieces <= 32 && kBwdBlockM % kRowsPerPass == 0);
-  const int m = blockIdx.x, h = blockIdx.y, b = blockIdx.z, t = threadIdx.x;
   const SeqInfo seq(a, b);
   if (m == 0 && t == 0) a.dq_heads_done[b * a.heads_q + h] = 0;
-  if (m * kBwdBlockM >= seq.seqlen_q) return wait_for_prerequisites();  // past this sequence's padded rows
+  if (m * kBwdBlockM >= seq.seqlen_q) return false;
   const bool varlen = a.cu_seqlens_q != nullptr;
   const Element* o = static_cast<const Element*>(a.out) + (varlen ? 0 : b * a.o_stride[0]) + h * a.o_stride[2];
   const Element* g = static_cast<const Element*>(a.dout) + (varlen ? 0 : b * a.do_stride[0]) + h * a.do_stride[2];
@@ -77,21 +77,52 @@ __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const Att
     a.delta[row0 + lr] = delta;
     a.lse2[row0 + lr] = lse2;
   }
+  return true;
+}
+
+// grid (query tiles of the longest sequence, heads_q, batch), 256 threads: a block per query tile.
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const AttnBwdArgs a) {
+  preprocess_tile<Element, kHeadDim>(a, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x);
   // Launched to overlap the kernel ahead (AttnBwdArgs::preprocess_after_trigger): not done before it is.
   wait_for_prerequisites();
 }
 
-// Blocks until *count >= target (acquire: what was released before each count is visible). The
-// count is the dq postprocess's only wait on the main kernel (AttnBwdArgs::dq_after_heads); a minute
-// without it reaching the target is a bug, made a launch error instead of a hang.
-CUTE_DEVICE void wait_for_count(const int* count, int target) {
-  uint64_t start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  while (load_acquire(count) < target) {
-    __nanosleep(200);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now - start > 60ull * 1000 * 1000 * 1000) __trap();
+// The preprocess beside the main kernel (AttnBwdArgs::preprocess_sms): a.preprocess_sms blocks of
+// 3 x 256 threads, each group taking query tiles in the main kernel's order (tile, head, sequence)
+// and counting each done tile for its head (AttnBwdArgs::preprocessed_tiles; tile 0 of every head
+// even when it is empty, so that every head's count reaches at least 1). Each block asks for more
+// than half an SM's shared memory, never used: one block an SM, and the main kernel, launched to
+// start at once, has the other SMs to itself while this one streams O and dO.
+inline constexpr int kPreprocessBesideSmem = 120 * 1024;
+inline constexpr int kPreprocessBesideGroups = 3;  // (4 spilled on the 64 registers of 1024 threads)
+template <class Element, int kHeadDim>
+__global__ void __launch_bounds__(256 * kPreprocessBesideGroups, 1) attention_bwd_preprocess_beside_kernel(const AttnBwdArgs a) {
+  allow_dependents_to_start();  // the main kernel, on the other SMs
+  const int group = threadIdx.x / 256, t = threadIdx.x % 256;
+  const int m_tiles = (a.max_seqlen_q + kBwdBlockM - 1) / kBwdBlockM, heads = a.heads_q * a.batch;
+  // Tile i = head_index * m_tiles + m: this group's first, then every (groups * gridDim.x)-th,
+  // stepped without a division per tile.
+  const int first = blockIdx.x * kPreprocessBesideGroups + group, step = gridDim.x * kPreprocessBesideGroups;
+  int m = first % m_tiles, hb = first / m_tiles;
+  const int step_m = step % m_tiles, step_hb = step / m_tiles;
+  auto advance = [&] {
+    m += step_m;
+    hb += step_hb;
+    if (m >= m_tiles) m -= m_tiles, ++hb;
+  };
+  bool after_prerequisites = false;
+  for (; hb < heads; advance()) {
+    const int h = hb % a.heads_q, b = hb / a.heads_q;  // (uniform in the group)
+    if (!preprocess_tile<Element, kHeadDim>(a, m, h, b, t) && m > 0) continue;
+    // Flex's list kernels run ahead of this one (preprocess_after_trigger): complete before the
+    // first count, so that a main kernel CTA that saw its head counted sees its lists too.
+    if (!after_prerequisites) wait_for_prerequisites();
+    after_prerequisites = true;
+    cutlass::arch::NamedBarrier::sync(256, 1 + group);  // the group's writes, then the count
+    if (t == 0) red_release_add(a.preprocessed_tiles + b * a.heads_q + h, 1);
   }
+  wait_for_prerequisites();
 }
 
 // grid (query tiles of the longest sequence, heads_q, batch), 256 threads: thread t takes the

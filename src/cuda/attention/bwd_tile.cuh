@@ -25,6 +25,21 @@ CUTE_DEVICE BwdCta bwd_cta(const AttnBwdArgs& a) {
   return bwd_cta_at(blockIdx.x, blockIdx.y, blockIdx.z, a.heads_per_group_log2);
 }
 
+// The same, with blockIdx read where it is used: ptxas shares plain blockIdx reads across the
+// kernel's roles, and a value kept live from the kernel's entry spilled in the consumers. For the
+// few uses outside the roles' own tiles (the dQ count, the wait for the preprocess).
+template <int kDim>
+CUTE_DEVICE unsigned ctaid_unhoisted() {
+  unsigned v;
+  if constexpr (kDim == 0) asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+  else if constexpr (kDim == 1) asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
+  else asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(v));
+  return v;
+}
+CUTE_DEVICE BwdCta bwd_cta_unhoisted(const AttnBwdArgs& a) {
+  return bwd_cta_at(ctaid_unhoisted<0>(), ctaid_unhoisted<1>(), ctaid_unhoisted<2>(), a.heads_per_group_log2);
+}
+
 template <class Traits>
 struct BwdTileInfo {
   int n_block, head, batch;

@@ -25,7 +25,7 @@ struct BwdShape {
 struct BwdWorkspace {
   int rows_padded = 0, chains = 1;
   int64_t rows_all_heads = 0;  // heads_q * rows_padded: the kernels index these rows in 32 bits
-  size_t lse2 = 0, delta = 0, dq_accum = 0, dk_accum = 0, dv_accum = 0, semaphore = 0, heads_done = 0, total = 0;
+  size_t lse2 = 0, delta = 0, dq_accum = 0, dk_accum = 0, dv_accum = 0, semaphore = 0, heads_done = 0, tiles_done = 0, total = 0;
 
   explicit BwdWorkspace(const BwdShape& s) {
     const int64_t m = kBwdBlockM;
@@ -40,6 +40,7 @@ struct BwdWorkspace {
     dq_accum = take(s.dq_chains * s.heads_q * rows_padded * s.head_dim * 4);
     semaphore = take((s.dq_chains + 1) * s.heads_q * rows_padded / m * 4);  // per chain, then the claims
     heads_done = take(s.batch * s.heads_q * 4);
+    tiles_done = take(s.batch * s.heads_q * 4);
     if (s.heads_q != s.heads_kv) {
       const int64_t heads = s.split_dkv ? s.heads_q : s.heads_kv;
       dk_accum = take(rows_k * heads * s.head_dim * 4);
@@ -61,6 +62,7 @@ struct BwdWorkspace {
     a.dq_accum = reinterpret_cast<float*>(base + dq_accum);
     a.dq_semaphore = reinterpret_cast<int*>(base + semaphore);
     a.dq_heads_done = reinterpret_cast<int*>(base + heads_done);
+    a.preprocessed_tiles = reinterpret_cast<int*>(base + tiles_done);
     if (a.heads_q != a.heads_kv) {
       a.dk_accum = reinterpret_cast<float*>(base + dk_accum);
       a.dv_accum = reinterpret_cast<float*>(base + dv_accum);
