@@ -15,8 +15,8 @@
 //                                    PROBE_HEADS=n: n heads instead of 2048 / D
 //   PROBE_DQ_AFTER_HEADS=0: the dq postprocess after the main kernel, not beside its tail
 //   (AttnBwdArgs::dq_after_heads, on by default as in the dispatcher); PROBE_PRE_SMS=n: the
-//   preprocess on n SMs beside the main kernel (AttnBwdArgs::preprocess_sms; 0 before it; by
-//   default the dispatcher's rule)
+//   preprocess on n SMs beside the main kernel (AttnBwdArgs::preprocess_sms; 0: before it; by
+//   default preprocess_sms_rule)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cmath>
@@ -64,8 +64,7 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   a.head_dim = D; a.scale = f.scale; a.mask.causal = causal;
   const char* after_env = std::getenv("PROBE_DQ_AFTER_HEADS");
   a.dq_after_heads = !after_env || atoi(after_env) != 0;
-  const char* pre_env = std::getenv("PROBE_PRE_SMS");
-  a.preprocess_sms = pre_env ? atoi(pre_env) : preprocess_sms_rule(sms);
+  if (const char* pre_env = std::getenv("PROBE_PRE_SMS")) a.preprocess_sms = atoi(pre_env);
   BwdShape shape;
   shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = shape.heads_kv = H; shape.head_dim = D; shape.ordered_dq = true;
   shape.dq_chains = 2;

@@ -84,10 +84,10 @@ struct AttnBwdArgs {
   int* dq_heads_done = nullptr;
   bool dq_after_heads = false;
   // > 0: the preprocess runs on that many SMs beside the main kernel instead of before it, and
-  // counts per (sequence, query head) the query tiles it has done ([batch, heads_q] int, zeroed
-  // before it: by launch_bwd, or by the flex dispatch ahead of its list kernels where the
-  // preprocess starts early); each main-kernel CTA waits for its head's count (bwd_prepost.cuh).
-  int preprocess_sms = 0;
+  // counts per (sequence, query head) the query tiles it has done ([batch, heads_q] int, zeroed by
+  // launch_bwd before it); each main-kernel CTA waits for its head's count (bwd_prepost.cuh). -1:
+  // launch_bwd applies preprocess_sms_rule.
+  int preprocess_sms = -1;
   int* preprocessed_tiles = nullptr;
 };
 
@@ -107,9 +107,15 @@ inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int h
   return !ordered_dq && (max_seqlen_k > 2048 || (dq_direct_adds(head_dim) && max_seqlen_k == 2048 && !masked));
 }
 
-// AttnBwdArgs::preprocess_sms's rule: a quarter of the SMs stream O and dO while the others start
-// the main kernel (docs/perf/attention_bwd.md, "The preprocess beside the main kernel").
-inline int preprocess_sms_rule(int num_sms) { return num_sms / 4; }
+// AttnBwdArgs::preprocess_sms's rule: an eighth of the SMs stream O and dO (and zero dq_accum)
+// while the others start the main kernel — where dq_accum is zeroed (the preprocess's traffic
+// doubled) and the key tiles' work is all alike (no causal mask, window or BlockMask). Measured on
+// an H100 (docs/perf/attention_bwd.md, "The preprocess beside the main kernel"): D128 S2k -2.7%;
+// with a causal mask or a BlockMask the SMs taken from the main kernel's first, longest tiles cost
+// as much as the overlap saves (flex causal / ALiBi +1-2%).
+inline int preprocess_sms_rule(int num_sms, bool dq_zeroed, bool work_differs) {
+  return dq_zeroed && !work_differs ? num_sms / 8 : 0;
+}
 
 // First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).
 #if defined(__CUDACC__)

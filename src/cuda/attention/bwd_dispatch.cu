@@ -99,7 +99,6 @@ Status attention_backward(const AttentionBwdParams& p) {
   a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, masked, a.head_dim);
   a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();
-  a.preprocess_sms = preprocess_sms_rule(a.num_sms);  // the preprocess beside the main kernel's start
   a.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
 
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)

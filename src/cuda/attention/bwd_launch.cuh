@@ -23,7 +23,9 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   const int max_rows = (args.max_seqlen_q + T::kBlockM - 1) / T::kBlockM * T::kBlockM;
   AttnBwdArgs a = args;
   a.dq_after_heads = args.dq_after_heads && n_blocks > 0 && max_rows > 0;  // both kernels run
-  if (n_blocks == 0 || max_rows == 0) a.preprocess_sms = 0;
+  const bool work_differs = mask_varies_work(a.mask) || Variant::key_tiles_differ(extra);
+  if (a.preprocess_sms < 0) a.preprocess_sms = preprocess_sms_rule(a.num_sms, a.dq_zeroed, work_differs);
+  if (n_blocks == 0 || max_rows == 0) a.preprocess_sms = 0;  // (nothing to start beside)
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool varlen = a.cu_seqlens_q != nullptr;
   const bool gqa = a.heads_q != a.heads_kv;
@@ -38,23 +40,23 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   if (err != cudaSuccess) return err;
   if (a.batch == 0 || a.heads_q == 0) return cudaSuccess;
 
-  // (The flex dispatch zeroes the counts itself, ahead of its list kernels, where the preprocess
-  // starts early: a memset here would stand between them.)
-  if (a.preprocess_sms > 0 && !a.preprocess_after_trigger)
-    err = cudaMemsetAsync(a.preprocessed_tiles, 0, size_t(a.batch) * a.heads_q * sizeof(int), stream);
+  if (a.preprocess_sms > 0) err = cudaMemsetAsync(a.preprocessed_tiles, 0, size_t(a.batch) * a.heads_q * sizeof(int), stream);
   if (err != cudaSuccess) return err;
   if (max_rows > 0) {
-    // (After the memsets the kernel ahead is not the one that allows an early start.)
-    const bool early = a.preprocess_after_trigger && !zero_dkv;
+    // (After a memset the kernel ahead is not the one that allows an early start.)
+    const bool early = a.preprocess_after_trigger && !zero_dkv && a.preprocess_sms == 0;
+    const dim3 grid(max_rows / T::kBlockM, a.heads_q, a.batch);
     if (a.preprocess_sms > 0) {
-      auto* kernel = attention_bwd_preprocess_beside_kernel<Element, kHeadDim>;
       err = ensure_dynamic_smem<attention_bwd_preprocess_beside_kernel<Element, kHeadDim>>(kPreprocessBesideSmem);
-      if (err == cudaSuccess && early) err = launch_after_trigger(kernel, a.preprocess_sms, 256 * kPreprocessBesideGroups, kPreprocessBesideSmem, stream, a);
-      else if (err == cudaSuccess) kernel<<<a.preprocess_sms, 256 * kPreprocessBesideGroups, kPreprocessBesideSmem, stream>>>(a);
+      if (err == cudaSuccess) {
+        attention_bwd_preprocess_beside_kernel<Element, kHeadDim>
+            <<<a.preprocess_sms, 256 * kPreprocessBesideGroups, kPreprocessBesideSmem, stream>>>(a);
+        err = cudaGetLastError();  // (the main kernel would wait for its counts)
+      }
+    } else if (early) {
+      err = launch_after_trigger(attention_bwd_preprocess_kernel<Element, kHeadDim>, grid, 256, 0, stream, a);
     } else {
-      const dim3 grid(max_rows / T::kBlockM, a.heads_q, a.batch);
-      if (early) err = launch_after_trigger(attention_bwd_preprocess_kernel<Element, kHeadDim>, grid, 256, 0, stream, a);
-      else attention_bwd_preprocess_kernel<Element, kHeadDim><<<grid, 256, 0, stream>>>(a);
+      attention_bwd_preprocess_kernel<Element, kHeadDim><<<grid, 256, 0, stream>>>(a);
     }
     if (err != cudaSuccess) return err;
   }
@@ -63,7 +65,6 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };
   BwdParams<T, Variant> p;
   p.args = a;
-  const bool work_differs = mask_varies_work(a.mask) || Variant::key_tiles_differ(extra);
   p.args.heads_per_group_log2 = head_group_log2(work_differs, n_blocks, a.heads_q, a.num_sms);  // launch_order.hpp
   p.extra = extra;
   // Empty sides still get a valid TMA descriptor (never read: no query tile meets a key tile).

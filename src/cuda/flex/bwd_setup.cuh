@@ -102,7 +102,6 @@ inline Status fill_bwd_args(const FlexBwdParams& p, AttnBwdArgs& a) {
   a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, /*masked=*/true, a.head_dim) && !p.block_mask.defined();
   a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();  // the launch order's rule (launch_order.hpp)
-  a.preprocess_sms = preprocess_sms_rule(a.num_sms);  // the preprocess beside the main kernel's start
   a.stream = p.stream;
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
     return InvalidArgument("workspace: the CUDA flex backward needs a 256-byte aligned device pointer");
@@ -146,12 +145,7 @@ Status set_bwd_block_mask(const FlexBwdParams& p, Args& f, AttnBwdArgs& a) {
   x.cells = reinterpret_cast<int32_t*>(ws + plan.cells);
   x.out = l;
   a.preprocess_after_trigger = builds_lists(x);
-  cudaError_t err = cudaSuccess;
-  // The preprocess's counts (AttnBwdArgs::preprocessed_tiles), zeroed here: it starts early after the
-  // list kernels, and launch_bwd's memset would stand between them.
-  if (a.preprocess_after_trigger && a.preprocess_sms > 0)
-    err = cudaMemsetAsync(a.preprocessed_tiles, 0, size_t(a.batch) * a.heads_q * sizeof(int), static_cast<cudaStream_t>(p.stream));
-  if (err == cudaSuccess) err = build_query_tile_lists(x, static_cast<cudaStream_t>(p.stream));
+  const cudaError_t err = build_query_tile_lists(x, static_cast<cudaStream_t>(p.stream));
   return cuda_status(err, "flex_attention_backward");
 }
 
