@@ -47,7 +47,7 @@ struct BwdConsumer {
     const AttnBwdArgs& a = params.args;
     const Tile tile(a, params.extra);
     if (tile.skip()) return dq_adds_issued(a);
-    const Probs probs(a, params.extra, tile, wg);
+    const Probs probs(a, params.extra, tile, wg, smem.variant_ids);
     Tensor tdVrdV = partition_fragment_C(mma_dv, Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{});  // fp32 [64, D] / 128 threads
     Tensor tdKrdK = partition_fragment_C(mma_dk, Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{});
     clear(tdVrdV);
@@ -131,6 +131,7 @@ struct BwdConsumer {
     gemm_ss_zero(mma_sdp, tSrK, tSrQ(_, _, _, s), tSrS);
     pipe_do.consumer_wait(state, ready.dout);
     gemm_ss_zero(mma_sdp, tdPrV, tdPrdO(_, _, _, s), tdPrdP);
+    const int32_t started = probs.start_tile(visit);  // (the variant's loads, while the GEMMs run)
 
     // (key, query) within the tile of each S register, in register order.
     Tensor cS = mma_sdp.get_thread_slice(thread_idx).partition_C(make_identity_tensor(Shape<Int<T::kBlockN>, Int<T::kBlockM>>{}));
@@ -140,7 +141,7 @@ struct BwdConsumer {
     warpgroup_wait<1>();  // S^T ready; dP^T may still run
     warpgroup_fence_operand(tSrS);
     Tensor tdVrP = make_tensor<Element>(acc_as_operand_a_layout(tSrS.layout()));  // P^T as the A operand of dV
-    probs(tSrS, tdVrP, cS, lse2, visit);
+    probs(tSrS, tdVrP, cS, lse2, visit, started);
     if constexpr (T::kSplitD) {
       store_pt(tdVrP, sPt, T::wg_key0(wg), T::wg_query0(wg));  // dV needs the other warpgroup's queries too
     } else {

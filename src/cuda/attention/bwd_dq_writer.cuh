@@ -23,10 +23,6 @@
 
 namespace attnkit::cuda::attn {
 
-// Named barriers (0 is __syncthreads): dS complete (the 256 consumer threads), and per staging
-// buffer b the full / empty hand-off between the consumers and the writer warp (ids + b).
-// kBarrierDqAdded: the consumers' direct dQ adds all issued (their arrival), before this warp counts them.
-enum BwdNamedBarrier : int { kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 4, kBarrierDqAdded = 6 };
 inline constexpr int kDqBarrierThreads = 256 + 32;
 
 template <class Traits, class Variant>

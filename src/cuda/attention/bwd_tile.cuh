@@ -13,6 +13,15 @@
 
 namespace attnkit::cuda::attn {
 
+// Named barriers of the backward kernel (0 is __syncthreads): dS complete (the 256 consumer
+// threads), and per staging buffer b the full / empty hand-off between the consumers and the dQ
+// writer warp (ids + b); kBarrierDqAdded: the consumers' direct dQ adds all issued (their arrival),
+// before the writer counts them; kBarrierVariant + wg: a consumer warpgroup's own, for its Probs
+// variant's shared-memory ids (bwd_variant.cuh).
+enum BwdNamedBarrier : int {
+  kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 4, kBarrierDqAdded = 6, kBarrierVariant = 7
+};
+
 // A visited query tile as the consumers see it: its index, and whether the variant knows every
 // score of it visible (flex: a full block, mask_mod skipped; the softmax variant decides per tile).
 struct BwdVisit {

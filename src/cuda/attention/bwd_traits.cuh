@@ -125,6 +125,7 @@ struct BwdTraits {
     typename Pipeline::SharedStorage pipeline_do;  // dO + delta
     cutlass::arch::ClusterTransactionBarrier barrier_kv;  // K and V landed (once per CTA)
     int loads_issued;  // the last query tile whose Q and dO loads the producer has issued (bwd_dq_writer.cuh)
+    int32_t variant_ids[kBlockN + 2 * kBlockM];  // the Probs variant's (flex: document ids of the keys, each warpgroup's rows)
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");

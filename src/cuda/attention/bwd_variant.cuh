@@ -12,8 +12,10 @@
 //                    ordered dQ, how many key tiles of its chain before this one add into that
 //                    query tile —, dq_chain() — its chain (AttnBwdArgs::dq_chains; 0 where the
 //                    variant has one) — and row_block(a, m)
-//   Probs<Traits>    built once per consumer warpgroup from (args, extra, tile, wg); its
-//                    operator()(tSrS, tdVrP, cS, lse2, visit) turns the fp32 S^T fragment of the
+//   Probs<Traits>    built once per consumer warpgroup from (args, extra, tile, wg, ids: the
+//                    CTA's SharedStorage::variant_ids); start_tile(visit) runs as a tile's S and dP
+//                    GEMMs start (loads whose value it returns, to be used once they are done), and
+//                    operator()(tSrS, tdVrP, cS, lse2, visit, started) turns the fp32 S^T fragment of the
 //                    visited query tile into P^T in 16 bits (tdVrP, the A operand of dV)
 //                    and, in place, P^T times d(score)/d(q.k * scale) (what dS needs)
 // The chain rule's common factor, the scale, is applied to dK and dQ at the end. This file holds
@@ -34,11 +36,14 @@ struct DenseBwdProbs {
   int wg;
 
   template <class Extra>
-  CUTE_DEVICE DenseBwdProbs(const AttnBwdArgs& a_, const Extra&, const BwdTileInfo<Traits>& tile_, int wg_)
+  CUTE_DEVICE DenseBwdProbs(const AttnBwdArgs& a_, const Extra&, const BwdTileInfo<Traits>& tile_, int wg_, int32_t*)
       : a(a_), tile(tile_), wg(wg_) {}
 
+  CUTE_DEVICE int32_t start_tile(BwdVisit) const { return 0; }
+
   template <class TensorS, class TensorP, class TensorC>
-  CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, BwdVisit visit) const {
+  CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, BwdVisit visit,
+                              int32_t) const {
     using T = Traits;
     const int key0 = tile.n_block * T::kBlockN, row0 = visit.m * T::kBlockM;
     // Per-element masking unless every key of this warpgroup is visible to every query row of the

@@ -96,9 +96,44 @@ struct FlexBwdProbs {
   const Args& f;
   const FlexBwdTile<Traits, Args>& tile;
   int wg;
+  // The catalog's document part (doc_q[b, q] == doc_kv[b, kv]) compares ids in shared memory: the
+  // key tile's kBlockN key ids, loaded once per CTA, and this warpgroup's 64 row ids of each
+  // partial tile, one a thread (t < 64), loaded as the tile's GEMMs start (start_tile) and stored
+  // once they are done. The per-element pass read 18 ids a thread from L2 after the S wait, on
+  // every partial tile's chain (docs/perf/flex_bwd.md, v25).
+  int32_t* key_ids;  // [kBlockN]
+  int32_t* row_ids;  // [64], this warpgroup's
 
-  CUTE_DEVICE FlexBwdProbs(const AttnBwdArgs& a_, const Args& f_, const FlexBwdTile<Traits, Args>& tile_, int wg_)
-      : a(a_), f(f_), tile(tile_), wg(wg_) {}
+  CUTE_DEVICE FlexBwdProbs(const AttnBwdArgs& a_, const Args& f_, const FlexBwdTile<Traits, Args>& tile_, int wg_,
+                           int32_t* ids)
+      : a(a_), f(f_), tile(tile_), wg(wg_), key_ids(ids), row_ids(ids + Traits::kBlockN + 64 * wg_) {
+    if constexpr (std::is_same_v<MaskMod, CatalogMaskMod>) {
+      if (!documents()) return;
+      const DocumentMaskMod& d = f.mask_mod.document;
+      const int t = threadIdx.x % 128, key = tile.n_block * Traits::kBlockN + Traits::wg_key0(wg) + t;
+      if (t < 64)
+        key_ids[Traits::wg_key0(wg) + t] = d.doc_kv[tile.batch * d.kv_strides[0] + int64_t(min(key, tile.seq.seqlen_k - 1)) * d.kv_strides[1]];
+      cutlass::arch::NamedBarrier::sync(128, attn::kBarrierVariant + wg);  // (each warpgroup reads its own keys)
+    }
+  }
+
+  // Whether the catalog's document part is on (uniform).
+  CUTE_DEVICE bool documents() const {
+    if constexpr (std::is_same_v<MaskMod, CatalogMaskMod>) return f.use_mask_mod && f.mask_mod.document.doc_q != nullptr;
+    else return false;
+  }
+
+  // This thread's row id of the tile where the document part will run (t < 64; else unused).
+  CUTE_DEVICE int32_t start_tile(attn::BwdVisit visit) const {
+    if constexpr (std::is_same_v<MaskMod, CatalogMaskMod>) {
+      if (!documents() || visit.full) return 0;
+      const DocumentMaskMod& d = f.mask_mod.document;
+      const int t = threadIdx.x % 128, row = visit.m * Traits::kBlockM + Traits::wg_query0(wg) + t;
+      return t < 64 ? d.doc_q[tile.batch * d.q_strides[0] + int64_t(min(row, tile.seq.seqlen_q - 1)) * d.q_strides[1]] : 0;
+    } else {
+      return 0;
+    }
+  }
 
   // fn(x, q, kv) for every element (key, query) of the S^T fragment. Rows past Sq (P = 0: their
   // lse2 is +inf) and keys past Sk (masked) are clamped so that a mod reading per-position tables
@@ -113,7 +148,7 @@ struct FlexBwdProbs {
 
   template <class TensorS, class TensorP, class TensorC>
   CUTE_DEVICE void operator()(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2,
-                              attn::BwdVisit visit) const {
+                              attn::BwdVisit visit, int32_t started) const {
     const int key0 = tile.n_block * Traits::kBlockN, row0 = visit.m * Traits::kBlockM;
     const int64_t b = tile.batch, h = tile.head;
     const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !visit.full;
@@ -155,6 +190,13 @@ struct FlexBwdProbs {
             const int d = (row0 + get<1>(cS(i))) - (key0 + get<0>(cS(i)));
             if (d < lo || d > hi) tSrS(i) = -INFINITY;
           }
+        } else if constexpr (std::is_same_v<Part, DocumentMaskMod> && std::is_same_v<MaskMod, CatalogMaskMod>) {
+          // (The ids are clamped at the sequence ends as for_each_score clamps positions.)
+          if (threadIdx.x % 128 < 64) row_ids[threadIdx.x % 128] = started;
+          cutlass::arch::NamedBarrier::sync(128, attn::kBarrierVariant + wg);
+          CUTE_UNROLL
+          for (int i = 0; i < size(tSrS); ++i)
+            if (key_ids[get<0>(cS(i))] != row_ids[get<1>(cS(i)) - Traits::wg_query0(wg)]) tSrS(i) = -INFINITY;
         } else {
           for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
             if (!mod(b, h, q, kv)) x = -INFINITY;
