@@ -49,15 +49,17 @@ CUTE_DEVICE int load_acquire(const int* p) {
 }
 
 // Blocks until *count >= target (acquire: what was released before each count is visible). Counts
-// tie the backward's kernels that overlap (AttnBwdArgs::dq_after_heads, preprocess_sms); a minute
-// without reaching the target is a bug, made a launch error instead of a hang.
+// tie the backward's kernels that overlap (AttnBwdArgs::dq_after_heads, preprocess_sms). The longest
+// legitimate wait is about one pass of the preprocess over every head (seconds on the largest
+// inputs that fit); ten minutes without reaching the target is a bug, made a launch error instead
+// of a hang.
 CUTE_DEVICE void wait_for_count(const int* count, int target) {
   uint64_t start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   while (load_acquire(count) < target) {
     __nanosleep(200);
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-    if (now - start > 60ull * 1000 * 1000 * 1000) __trap();
+    if (now - start > 600ull * 1000 * 1000 * 1000) __trap();
   }
 }
 
