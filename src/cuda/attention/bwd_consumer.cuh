@@ -68,8 +68,8 @@ struct BwdConsumer {
         query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, visit, dq, tdVrdV, tdKrdK);
       }
       dq_adds_issued(a);
-    } else {
-      dq_adds_issued(a);
+    } else {  // (a call in each branch is the code measured on the device; one call after the
+      dq_adds_issued(a);  // branch compiles to another instruction layout, not measured)
     }
 
     // dK carries the score scale (S = scale * Q K^T); dV does not.

@@ -1,7 +1,7 @@
 // src/cuda/attention/bwd_launch.cuh — host side of one backward instantiation: zero the GQA
-// buffers, preprocess (which also zeroes the dQ semaphores and head counts; on a quarter of the SMs
-// beside the main kernel's start), main kernel over (key tile, query head, sequence), postprocess
-// (the dq conversion beside the main kernel's tail).
+// buffers, preprocess (which also zeroes the dQ semaphores and head counts; where
+// preprocess_sms_rule says, on a few SMs beside the main kernel's start), main kernel over (key
+// tile, query head, sequence), postprocess (the dq conversion beside the main kernel's tail).
 #pragma once
 #include <cuda_runtime.h>
 

@@ -19,13 +19,12 @@
 
 namespace attnkit::cuda::attn {
 
-// grid (query tiles of the longest sequence, heads_q, batch), 256 threads: one block per query
-// tile of kBwdBlockM rows. The tile's O and dO rows are read in 16-byte pieces, piece
+// Query tile m (kBwdBlockM rows) of (head h, sequence b) by 256 threads (t); false past the
+// sequence's padded rows. The tile's O and dO rows are read in 16-byte pieces, piece
 // p = 256 i + t for thread t in pass i, so a row's D / 8 pieces lie on adjacent lanes and its delta
 // is a shuffle sum among them; every load of the tile is issued before the first sum (a warp per
 // row with 2-byte loads ran at ~2.4 TB/s at D128 and ~1.6 TB/s at D64: docs/perf/attention_bwd.md,
 // "Preprocess").
-// Query tile m of (head h, sequence b) by 256 threads (t); false past the sequence's padded rows.
 template <class Element, int kHeadDim>
 CUTE_DEVICE bool preprocess_tile(const AttnBwdArgs& a, int m, int h, int b, int t) {
   constexpr int kRowPieces = kHeadDim / 8;              // 16-byte pieces a row: 8 / 16 / 32
