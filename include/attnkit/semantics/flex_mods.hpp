@@ -135,9 +135,9 @@ struct DocumentMaskMod {
   const int32_t* doc_kv = nullptr;  // [B, Sk] document id of each key
   int64_t q_strides[2] = {0, 1};
   int64_t kv_strides[2] = {0, 1};
-  ATTNKIT_HD bool operator()(int64_t b, int64_t, int64_t q, int64_t kv) const {
-    return doc_q[b * q_strides[0] + q * q_strides[1]] == doc_kv[b * kv_strides[0] + kv * kv_strides[1]];
-  }
+  ATTNKIT_HD int32_t query_doc(int64_t b, int64_t q) const { return doc_q[b * q_strides[0] + q * q_strides[1]]; }
+  ATTNKIT_HD int32_t key_doc(int64_t b, int64_t kv) const { return doc_kv[b * kv_strides[0] + kv * kv_strides[1]]; }
+  ATTNKIT_HD bool operator()(int64_t b, int64_t, int64_t q, int64_t kv) const { return query_doc(b, q) == key_doc(b, kv); }
 };
 
 // The parts that depend on q - kv alone, as the band lo <= q - kv <= hi they keep: kernels test

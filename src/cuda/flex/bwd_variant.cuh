@@ -112,7 +112,7 @@ struct FlexBwdProbs {
       const DocumentMaskMod& d = f.mask_mod.document;
       const int t = threadIdx.x % 128, key = tile.n_block * Traits::kBlockN + Traits::wg_key0(wg) + t;
       if (t < 64)
-        key_ids[Traits::wg_key0(wg) + t] = d.doc_kv[tile.batch * d.kv_strides[0] + int64_t(min(key, tile.seq.seqlen_k - 1)) * d.kv_strides[1]];
+        key_ids[Traits::wg_key0(wg) + t] = d.key_doc(tile.batch, min(key, tile.seq.seqlen_k - 1));
       cutlass::arch::NamedBarrier::sync(128, attn::kBarrierVariant + wg);  // (each warpgroup reads its own keys)
     }
   }
@@ -129,7 +129,7 @@ struct FlexBwdProbs {
       if (!documents() || visit.full) return 0;
       const DocumentMaskMod& d = f.mask_mod.document;
       const int t = threadIdx.x % 128, row = visit.m * Traits::kBlockM + Traits::wg_query0(wg) + t;
-      return t < 64 ? d.doc_q[tile.batch * d.q_strides[0] + int64_t(min(row, tile.seq.seqlen_q - 1)) * d.q_strides[1]] : 0;
+      return t < 64 ? d.query_doc(tile.batch, min(row, tile.seq.seqlen_q - 1)) : 0;
     } else {
       return 0;
     }
