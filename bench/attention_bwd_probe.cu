@@ -12,7 +12,8 @@
 //                                    in 1 / 2 chains, 3 the default with the first-writer claims
 //                                    at any length, 4 the default with the zeroing at any length
 //                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1);
-//                                    PROBE_HEADS=n: n heads instead of 2048 / D
+//                                    PROBE_HEADS=n: n heads instead of 2048 / D; PROBE_HKV=n:
+//                                    n kv heads (GQA; default: as many as query heads)
 //   PROBE_DQ_AFTER_HEADS=0: the dq postprocess after the main kernel, not beside its tail
 //   (AttnBwdArgs::dq_after_heads, on by default as in the dispatcher); PROBE_PRE_SMS=n: the
 //   preprocess on n SMs beside the main kernel (AttnBwdArgs::preprocess_sms; 0: before it; by
@@ -40,33 +41,36 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   // PROBE_HEADS=n: n heads instead of 2048 / D (to move the grid's CTA count by whole waves).
   const char* heads_env = std::getenv("PROBE_HEADS");
   const int H = heads_env ? atoi(heads_env) : 2048 / D;
-  const size_t n = size_t(B) * S * H * D;
+  const char* hkv_env = std::getenv("PROBE_HKV");
+  const int Hkv = hkv_env ? atoi(hkv_env) : H;
+  const size_t n = size_t(B) * S * H * D, nk = size_t(B) * S * Hkv * D;
   Elt *q, *k, *v, *o, *dout, *dq, *dk, *dv;
   float* lse;
-  for (Elt** p : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) cudaMalloc(p, n * 2);
+  for (Elt** p : {&q, &o, &dout, &dq}) cudaMalloc(p, n * 2);
+  for (Elt** p : {&k, &v, &dk, &dv}) cudaMalloc(p, nk * 2);
   cudaMalloc(&lse, size_t(B) * H * S * 4);
-  fill<<<1024, 256>>>(q, n, 1); fill<<<1024, 256>>>(k, n, 2); fill<<<1024, 256>>>(v, n, 3); fill<<<1024, 256>>>(dout, n, 4);
+  fill<<<1024, 256>>>(q, n, 1); fill<<<1024, 256>>>(k, nk, 2); fill<<<1024, 256>>>(v, nk, 3); fill<<<1024, 256>>>(dout, n, 4);
   AttnFwdArgs f;
   f.q = q; f.k = k; f.v = v; f.out = o; f.lse = lse;
-  for (auto* s : {f.q_stride, f.k_stride, f.v_stride, f.o_stride}) { s[0] = int64_t(S) * H * D; s[1] = H * D; s[2] = D; }
+  for (auto* s : {f.q_stride, f.o_stride}) { s[0] = int64_t(S) * H * D; s[1] = H * D; s[2] = D; }
+  for (auto* s : {f.k_stride, f.v_stride}) { s[0] = int64_t(S) * Hkv * D; s[1] = Hkv * D; s[2] = D; }
   f.lse_stride[0] = int64_t(H) * S; f.lse_stride[1] = S; f.lse_stride[2] = 1;
-  f.batch = B; f.seqlen_q = f.seqlen_k = f.max_seqlen_q = S; f.heads_q = f.heads_kv = H;
+  f.batch = B; f.seqlen_q = f.seqlen_k = f.max_seqlen_q = S; f.heads_q = H; f.heads_kv = Hkv;
   f.tile_counter = counter; f.scale = 1.f / sqrtf(float(D)); f.mask.causal = causal; f.num_sms = sms;
   attn::launch_attention_fwd<Elt, D>(f);
 
   AttnBwdArgs a;
   a.q = q; a.k = k; a.v = v; a.out = o; a.dout = dout; a.lse = lse; a.dq = dq; a.dk = dk; a.dv = dv;
-  for (auto* s : {a.q_stride, a.k_stride, a.v_stride, a.o_stride, a.do_stride, a.dq_stride, a.dk_stride, a.dv_stride}) {
-    s[0] = int64_t(S) * H * D; s[1] = H * D; s[2] = D;
-  }
+  for (auto* s : {a.q_stride, a.o_stride, a.do_stride, a.dq_stride}) { s[0] = int64_t(S) * H * D; s[1] = H * D; s[2] = D; }
+  for (auto* s : {a.k_stride, a.v_stride, a.dk_stride, a.dv_stride}) { s[0] = int64_t(S) * Hkv * D; s[1] = Hkv * D; s[2] = D; }
   std::memcpy(a.lse_stride, f.lse_stride, sizeof(a.lse_stride));
-  a.batch = B; a.seqlen_q = a.seqlen_k = a.max_seqlen_q = a.max_seqlen_k = S; a.heads_q = a.heads_kv = H;
+  a.batch = B; a.seqlen_q = a.seqlen_k = a.max_seqlen_q = a.max_seqlen_k = S; a.heads_q = H; a.heads_kv = Hkv;
   a.head_dim = D; a.scale = f.scale; a.mask.causal = causal;
   const char* after_env = std::getenv("PROBE_DQ_AFTER_HEADS");
   a.dq_after_heads = !after_env || atoi(after_env) != 0;
   if (const char* pre_env = std::getenv("PROBE_PRE_SMS")) a.preprocess_sms = atoi(pre_env);
   BwdShape shape;
-  shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = shape.heads_kv = H; shape.head_dim = D; shape.ordered_dq = true;
+  shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = H; shape.heads_kv = Hkv; shape.head_dim = D; shape.ordered_dq = true;
   shape.dq_chains = 2;
   const BwdWorkspace ws(shape);
   char* base;
@@ -89,22 +93,30 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
     }
     std::sort(ts.begin(), ts.end());
     const double ms = ts[ts.size() / 2];
-    // dq's fingerprint, to compare variants: sum |dq| and a hash of its bits (equal across builds in
-    // the ordered modes when the adds are the same; the default mode's order varies run to run).
-    std::vector<uint16_t> h(n);
-    cudaMemcpy(h.data(), dq, n * 2, cudaMemcpyDeviceToHost);
-    double sum = 0;
-    uint32_t hash = 2166136261u;
-    for (uint16_t x : h) {
-      uint32_t bits = uint32_t(x) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      sum += std::fabs(f);
-      hash = (hash ^ x) * 16777619u;
-    }
-    printf("D%-3d S%-5d B%-2d H%-3d %-6s %-4s %-5s pre%-3d %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  err=%s\n", D, S, B, H, causal ? "causal" : "",
+    // Fingerprints, to compare variants: sum |x| and a hash of the bits of dq and dk (equal across
+    // builds in the ordered modes when the adds are the same; the default mode's order, and GQA's
+    // dK / dV atomics, vary run to run).
+    auto fingerprint = [](const Elt* x, size_t count, double& sum, uint32_t& hash) {
+      std::vector<uint16_t> h(count);
+      cudaMemcpy(h.data(), x, count * 2, cudaMemcpyDeviceToHost);
+      sum = 0;
+      hash = 2166136261u;
+      for (uint16_t b : h) {
+        uint32_t bits = uint32_t(b) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        sum += std::fabs(f);
+        hash = (hash ^ b) * 16777619u;
+      }
+    };
+    double sum, dk_sum;
+    uint32_t hash, dk_hash;
+    fingerprint(dq, n, sum, hash);
+    fingerprint(dk, nk, dk_sum, dk_hash);
+    printf("D%-3d S%-5d B%-2d H%-3d Hkv%-3d %-6s %-4s %-5s pre%-3d %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  dk sum %.6e hash %08x  err=%s\n",
+           D, S, B, H, Hkv, causal ? "causal" : "",
            mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : mode == 3 ? "claim" : "zero", a.dq_after_heads ? "after" : "", a.preprocess_sms,
-           ms, flops / ms / 1e9, sum, hash, cudaGetErrorString(cudaGetLastError()));
+           ms, flops / ms / 1e9, sum, hash, dk_sum, dk_hash, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);
   }
   for (Elt* p : {q, k, v, o, dout, dq, dk, dv}) cudaFree(p);
