@@ -13,7 +13,9 @@
 //                                    at any length, 4 the default with the zeroing at any length
 //                                    (for ncu: -k regex:attention_bwd_kernel -s 2 -c 1);
 //                                    PROBE_HEADS=n: n heads instead of 2048 / D; PROBE_HKV=n:
-//                                    n kv heads (GQA; default: as many as query heads)
+//                                    n kv heads (GQA; default: as many as query heads);
+//                                    PROBE_PACK=1: GQA's heads packed in the CTA (dK / dV in
+//                                    registers: AttnBwdArgs::heads_per_cta_log2), 0: atomics
 //   PROBE_DQ_AFTER_HEADS=0: the dq postprocess after the main kernel, not beside its tail
 //   (AttnBwdArgs::dq_after_heads, on by default as in the dispatcher); PROBE_PRE_SMS=n: the
 //   preprocess on n SMs beside the main kernel (AttnBwdArgs::preprocess_sms; 0: before it; by
@@ -69,7 +71,12 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   const char* after_env = std::getenv("PROBE_DQ_AFTER_HEADS");
   a.dq_after_heads = !after_env || atoi(after_env) != 0;
   if (const char* pre_env = std::getenv("PROBE_PRE_SMS")) a.preprocess_sms = atoi(pre_env);
+  const char* pack_env = std::getenv("PROBE_PACK");
+  int pack = 0;
+  if (Hkv != H && pack_env && atoi(pack_env) != 0) while ((Hkv << pack) < H) ++pack;
+  a.heads_per_cta_log2 = pack;
   BwdShape shape;
+  shape.heads_per_cta_log2 = pack;
   shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = H; shape.heads_kv = Hkv; shape.head_dim = D; shape.ordered_dq = true;
   shape.dq_chains = 2;
   const BwdWorkspace ws(shape);
@@ -113,8 +120,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
     uint32_t hash, dk_hash;
     fingerprint(dq, n, sum, hash);
     fingerprint(dk, nk, dk_sum, dk_hash);
-    printf("D%-3d S%-5d B%-2d H%-3d Hkv%-3d %-6s %-4s %-5s pre%-3d %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  dk sum %.6e hash %08x  err=%s\n",
-           D, S, B, H, Hkv, causal ? "causal" : "",
+    printf("D%-3d S%-5d B%-2d H%-3d Hkv%-3d pack%d %-6s %-4s %-5s pre%-3d %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  dk sum %.6e hash %08x  err=%s\n",
+           D, S, B, H, Hkv, pack, causal ? "causal" : "",
            mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : mode == 3 ? "claim" : "zero", a.dq_after_heads ? "after" : "", a.preprocess_sms,
            ms, flops / ms / 1e9, sum, hash, dk_sum, dk_hash, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);

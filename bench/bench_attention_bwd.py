@@ -75,6 +75,7 @@ def main():
             for causal in (False, True):
                 cases.append((16384 // S, H, H, S, D, causal))
     cases.append((2, 32, 8, 8192, 128, True))  # GQA 32q/8kv
+    cases += [(8, 32, 8, 2048, 128, False), (8, 32, 8, 2048, 128, True)]  # GQA at 2k: the heads packed in the CTA
     print(f"{'case':38s} {'attnkit':>8s} {'determ.':>8s} {'cuDNN':>8s} {'flash':>8s} {'vs cuDNN':>9s} {'vs flash':>9s} "
           f"{'det cost':>8s}  max|dq err| vs cuDNN")
     for (B, Hq, Hkv, S, D, causal) in cases:

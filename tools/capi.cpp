@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #include "attnkit/attnkit.hpp"
 
@@ -91,11 +92,13 @@ int attnkit_c_attention_fwd(void* q, void* k, void* v, void* out, void* lse, int
 }
 
 // The backward on the same layouts: dout, dq, dk, dv laid out as out, q, k, v; lse as the
-// forward wrote it. split: GQA dK/dV per query head, summed in order (else fp32 atomics).
+// forward wrote it. gqa: how GQA's dK/dV gather the group's query heads — 0 the backend's choice
+// (GqaReduction::kAuto), 1 per query head summed in order (kSplit), 2 fp32 atomics (kAtomic),
+// 3 packed in one work unit (kPacked).
 int attnkit_c_attention_bwd(void* q, void* k, void* v, void* out, void* lse, void* dout, void* dq, void* dk, void* dv, int64_t B,
                             int64_t Sq, int64_t Sk, int64_t Hq, int64_t Hkv, int64_t D, int dtype, int layout, int causal,
                             int top_left, int64_t window_left, int64_t window_right, double softcap, double scale, const int32_t* cu_q,
-                            const int32_t* cu_k, int64_t num_seqs, int64_t max_q, int64_t max_k, int split, int deterministic,
+                            const int32_t* cu_k, int64_t num_seqs, int64_t max_q, int64_t max_k, int gqa, int deterministic,
                             void* stream, char* err, int errlen) {
   const Layout L{dtype == 0 ? DType::kBFloat16 : DType::kFloat16, layout, cu_q != nullptr, B};
   AttentionBwdParams p;
@@ -109,7 +112,10 @@ int attnkit_c_attention_bwd(void* q, void* k, void* v, void* out, void* lse, voi
   p.dv = L.view(dv, Sk, Hkv, D);
   p.lse = L.lse(lse, Sq, Hq);
   set_options(p, causal, top_left, window_left, window_right, softcap, scale, cu_q, cu_k, num_seqs, max_q, max_k, stream);
-  p.gqa_reduction = split ? GqaReduction::kSplit : GqaReduction::kAtomic;
+  constexpr GqaReduction kByCode[] = {GqaReduction::kAuto, GqaReduction::kSplit, GqaReduction::kAtomic, GqaReduction::kPacked};
+  if (gqa < 0 || gqa > 3)
+    return fail(InvalidArgument("gqa: expected 0 (auto), 1 (split), 2 (atomic) or 3 (packed), got " + std::to_string(gqa)), err, errlen);
+  p.gqa_reduction = kByCode[gqa];
   p.deterministic = deterministic != 0;
   p.workspace.bytes = attention_backward_workspace_size(p);
   p.workspace.data = workspace(p.workspace.bytes);

@@ -31,6 +31,11 @@ struct AttentionFwdParams {
 enum class GqaReduction : uint8_t {
   kAtomic,  // one fp32 accumulator per kv head, added to concurrently, then cast
   kSplit,   // one accumulator per query head, summed afterwards in a fixed order
+  kPacked,  // one GPU work unit takes a key tile for every query head of the group and sums in
+            // registers, in head order (no fp32 accumulators; the same bits every run). CUDA: the
+            // group size (Hq / Hkv) must be a power of two.
+  kAuto,    // the backend's choice: on the GPU kPacked where measured faster, else kAtomic (kSplit
+            // when deterministic); on the CPU kAtomic (kSplit when deterministic)
 };
 
 struct AttentionBwdParams {
@@ -41,7 +46,7 @@ struct AttentionBwdParams {
   std::optional<double> scale;
   double softcap = 0.0;
   MaskOptions mask;
-  GqaReduction gqa_reduction = GqaReduction::kAtomic;
+  GqaReduction gqa_reduction = GqaReduction::kAuto;
   bool deterministic = false;  // bitwise-identical dq/dk/dv run after run
   Workspace workspace;
   Stream stream = nullptr;

@@ -4,7 +4,9 @@ Same arguments and return values as flash_attn 2's `flash_attn_func` / `flash_at
 (q [B, Sq, Hq, D] or packed [total_q, Hq, D] with int32 cu_seqlens; causal bottom-right aligned;
 window_size=(left, right) with -1 for unbounded; softcap; deterministic backward), plus two
 keyword-only options of attnkit's own: `causal_top_left` (torch SDPA's alignment) and
-`gqa_reduction` ("atomic" or "split", how dK/dV gather a kv head's query heads).
+`gqa_reduction` (how dK/dV gather a kv head's query heads: "auto", the backend's choice — on the
+GPU the group's heads in one CTA summed in registers where measured faster, else fp32 atomics —,
+or "split", per query head summed in a fixed order).
 The LSE (return_attn_probs=True) is fp32 in natural log, [B, Hq, Sq] or [Hq, total_q], and carries
 no gradient, as in flash_attn; the third value (flash_attn's dropout mask) is always None.
 """
@@ -23,8 +25,8 @@ def _refuse_unsupported(dropout_p, alibi_slopes, gqa_reduction, window_size):
     if alibi_slopes is not None:
         raise NotImplementedError("attnkit: alibi_slopes is not supported by flash_attn_func; "
                                   "use attnkit.flex_attention with attnkit.flex.alibi(slopes)")
-    if gqa_reduction not in ("atomic", "split"):
-        raise ValueError(f"attnkit: gqa_reduction must be 'atomic' or 'split', got {gqa_reduction!r}")
+    if gqa_reduction not in ("auto", "split"):
+        raise ValueError(f"attnkit: gqa_reduction must be 'auto' or 'split', got {gqa_reduction!r}")
     if len(window_size) != 2:
         raise ValueError(f"attnkit: window_size must be (left, right), got {window_size!r}")
 
@@ -35,7 +37,7 @@ def _result(out, lse, return_attn_probs):
 
 def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0,
                     alibi_slopes=None, deterministic=False, return_attn_probs=False, *, causal_top_left=False,
-                    gqa_reduction="atomic"):
+                    gqa_reduction="auto"):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> out [B, Sq, Hq, D] (and lse [B, Hq, Sq])."""
     _refuse_unsupported(dropout_p, alibi_slopes, gqa_reduction, window_size)
     out, lse = torch.ops.attnkit.attention_fwd(
@@ -47,7 +49,7 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
                            softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
                            deterministic=False, return_attn_probs=False, block_table=None, *,
-                           causal_top_left=False, gqa_reduction="atomic"):
+                           causal_top_left=False, gqa_reduction="auto"):
     """q [total_q, Hq, D], k/v [total_k, Hkv, D], cu_seqlens int32 [N+1] -> out [total_q, Hq, D]."""
     _refuse_unsupported(dropout_p, alibi_slopes, gqa_reduction, window_size)
     if block_table is not None:

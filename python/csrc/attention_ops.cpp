@@ -82,7 +82,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> attention_bwd(
   set_options(p, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, causal, causal_top_left, window_left,
               window_right, softcap);
   p.deterministic = deterministic;
-  p.gqa_reduction = split_gqa ? GqaReduction::kSplit : GqaReduction::kAtomic;
+  p.gqa_reduction = split_gqa ? GqaReduction::kSplit : GqaReduction::kAuto;
   p.stream = current_stream(t.q.device());
   at::Tensor scratch;
   p.workspace = workspace(attention_backward_workspace_size(p), t.q, scratch);

@@ -126,6 +126,9 @@ Status validate(const AttentionBwdParams& p) {
   ATTNKIT_RETURN_IF_ERROR(check_like(p.dk, "dk", p.k, "k", p.k, "k", dev));
   ATTNKIT_RETURN_IF_ERROR(check_like(p.dv, "dv", p.v, "v", p.v, "v", dev));
   ATTNKIT_RETURN_IF_ERROR(check_options(p));
+  if (static_cast<int>(p.gqa_reduction) > static_cast<int>(GqaReduction::kAuto))
+    return InvalidArgument("gqa_reduction: expected kAtomic, kSplit, kPacked or kAuto, got " +
+                           std::to_string(static_cast<int>(p.gqa_reduction)));
   return workspace(p.workspace, attention_backward_workspace_size(p));
 }
 

@@ -153,8 +153,17 @@ Status gpu_run(const Case& c, const Inputs& in, const HostTensor& out, const Hos
   return st;
 }
 
+const char* reduction_name(GqaReduction red) {
+  switch (red) {
+    case GqaReduction::kAtomic: return " atomic";
+    case GqaReduction::kSplit: return " split";
+    case GqaReduction::kPacked: return " packed";
+    default: return " auto";
+  }
+}
+
 void check(const Case& c, GqaReduction red = GqaReduction::kAtomic) {
-  SCOPED_TRACE(c.name() + (red == GqaReduction::kSplit ? " split" : " atomic"));
+  SCOPED_TRACE(c.name() + reduction_name(red));
   const Inputs in = make_inputs(c);
   HostTensor out64, lse64, out16, lse16;
   const Grads ref = cpu_run(c, in, DType::kFloat64, &out64, &lse64);
@@ -258,6 +267,76 @@ TEST_F(AttentionBwdGpu, DqConvertedPerHeadBesideTheMainKernelsLastWave) {
     c.mask.causal = true;
     check(c, GqaReduction::kSplit);
   }
+}
+
+// GQA's heads packed in the CTA (GqaReduction::kPacked): a CTA takes its key tile for every query
+// head of the group, (query tile, head) by (query tile, head), dK / dV summed in registers. Groups
+// of 2, 4 and 8; every head dim, masks, varlen with one-token and empty sequences; kAuto where the
+// rule packs (16 key tiles x 17 sequences x 2 kv heads: 544 CTAs, four waves of 132 SMs; no mask:
+// the preprocess beside the main kernel waits per packed head too); dK / dV bitwise equal run
+// after run without the deterministic flag (no atomics in them), and a group that is not a power
+// of two refused.
+TEST_F(AttentionBwdGpu, GqaHeadsPackedInTheCta) {
+  for (int64_t D : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      Case c;
+      c.D = D;
+      c.Sq = c.Sk = 333;
+      c.Hq = 8;
+      c.Hkv = 2;
+      c.mask.causal = causal;
+      check(c, GqaReduction::kPacked);
+    }
+  for (int64_t hq : {4, 16}) {
+    Case c;
+    c.B = 2;
+    c.Sq = 200;
+    c.Sk = 300;
+    c.Hq = hq;
+    c.Hkv = 2;
+    c.mask.window_left = 100;
+    check(c, GqaReduction::kPacked);
+  }
+  Case v;
+  v.lq = {1, 0, 17, 300, 128, 5};
+  v.lk = {1, 7, 0, 301, 200, 5};
+  v.B = static_cast<int64_t>(v.lq.size());
+  v.Hq = 8;
+  v.Hkv = 2;
+  v.mask.causal = true;
+  check(v, GqaReduction::kPacked);
+  Case many;
+  many.D = 64;
+  many.B = 17;
+  many.Sq = 64;
+  many.Sk = 2048;
+  many.Hq = 8;
+  many.Hkv = 2;
+  check(many, GqaReduction::kAuto);
+
+  Case c;
+  c.Sq = c.Sk = 400;
+  c.Hq = 8;
+  c.Hkv = 2;
+  c.mask.causal = true;
+  const Inputs in = make_inputs(c);
+  HostTensor out, lse;
+  cpu_run(c, in, c.dt, &out, &lse);
+  Grads first;
+  ASSERT_TRUE(gpu_run(c, in, out, lse, GqaReduction::kPacked, false, &first).ok());
+  for (int run = 0; run < 3; ++run) {
+    Grads again;
+    ASSERT_TRUE(gpu_run(c, in, out, lse, GqaReduction::kPacked, false, &again).ok());
+    EXPECT_EQ(first.dk.buf, again.dk.buf) << "run " << run;
+    EXPECT_EQ(first.dv.buf, again.dv.buf) << "run " << run;
+  }
+  c.Hq = 6;  // groups of 3
+  const Inputs in3 = make_inputs(c);
+  cpu_run(c, in3, c.dt, &out, &lse);
+  Grads g;
+  const Status st = gpu_run(c, in3, out, lse, GqaReduction::kPacked, false, &g);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("gqa_reduction"), std::string::npos) << st.message();
 }
 
 TEST_F(AttentionBwdGpu, VarlenWithOneTokenAndEmptySequences) {

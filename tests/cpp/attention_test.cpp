@@ -292,6 +292,12 @@ TEST(AttentionBackward, AtomicAndSplitAgreeAndDeterministicIsBitwise) {
   EXPECT_LE(max_abs_diff(a.dk.values(), s.dk.values()), 1e-4);
   EXPECT_LE(max_abs_diff(a.dv.values(), s.dv.values()), 1e-4);
   EXPECT_EQ(max_abs_diff(a.dq.values(), s.dq.values()), 0.0);
+  // kPacked sums the group in head order, as kSplit does: the same bits; kAuto agrees.
+  Grads packed = run_backward(c, t, W, GqaReduction::kPacked, false);
+  EXPECT_EQ(packed.dk.buf, s.dk.buf);
+  EXPECT_EQ(packed.dv.buf, s.dv.buf);
+  Grads automatic = run_backward(c, t, W, GqaReduction::kAuto, false);
+  EXPECT_LE(max_abs_diff(automatic.dk.values(), s.dk.values()), 1e-4);
   Grads first = run_backward(c, t, W, GqaReduction::kAtomic, true);
   for (int run = 0; run < 10; ++run) {
     Grads again = run_backward(c, t, W, GqaReduction::kAtomic, true);
@@ -299,6 +305,33 @@ TEST(AttentionBackward, AtomicAndSplitAgreeAndDeterministicIsBitwise) {
     EXPECT_EQ(first.dv.buf, again.dv.buf);
     EXPECT_EQ(first.dq.buf, again.dq.buf);
   }
+}
+
+TEST(AttentionBackward, UnknownGqaReductionIsAClearError) {
+  Case c;
+  c.Sq = c.Sk = 8;
+  c.Hq = 4;
+  c.Hkv = 2;
+  c.dt = DType::kFloat32;
+  Tensors t = make(c, 3);
+  ASSERT_OK(attention_forward(fwd_params(c, t)));
+  HostTensor W(c.dt, {c.B, c.Sq, c.Hq, c.Dv});
+  W.fill(1.0);
+  HostTensor dq(c.dt, {c.B, c.Sq, c.Hq, c.D}), dk(c.dt, {c.B, c.Sk, c.Hkv, c.D}), dv(c.dt, {c.B, c.Sk, c.Hkv, c.Dv});
+  AttentionBwdParams p;
+  p.q = t.q.view;
+  p.k = t.k.view;
+  p.v = t.v.view;
+  p.out = t.out.view;
+  p.lse = t.lse.view;
+  p.dout = W.view;
+  p.dq = dq.view;
+  p.dk = dk.view;
+  p.dv = dv.view;
+  p.gqa_reduction = static_cast<GqaReduction>(9);
+  const Status st = attention_backward(p);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("gqa_reduction"), std::string::npos) << st.message();
 }
 
 // ---- varlen ----

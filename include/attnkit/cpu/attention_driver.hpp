@@ -51,8 +51,9 @@ struct KvGrad {
 template <class Acc, class MakeProblem>
 void run_attention_backward(const AttentionTensors& t, Acc scale, GqaReduction reduction, bool deterministic,
                             const MakeProblem& make_problem) {
-  // deterministic => the fixed-order (split) reduction; atomic adds land in thread order.
-  const bool split = reduction == GqaReduction::kSplit || deterministic;
+  // deterministic => the fixed-order (split) reduction, as kPacked's head order; atomic adds land
+  // in thread order.
+  const bool split = reduction == GqaReduction::kSplit || reduction == GqaReduction::kPacked || deterministic;
   const int64_t slots = t.batch * (split ? t.hq : t.hkv);
   std::vector<std::unique_ptr<KvGrad<Acc>>> grads(static_cast<size_t>(slots));
   for (int64_t s = 0; s < slots; ++s) {

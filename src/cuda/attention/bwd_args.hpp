@@ -39,6 +39,12 @@ struct AttnBwdArgs {
   float softcap = 0.f;
   MaskOptions mask;
   bool split_dkv = false;      // GQA: per-query-head dK/dV buffers summed in order (else fp32 atomics)
+  // GQA in the CTA (GqaReduction::kPacked): each CTA takes its key tile for all 2^heads_per_cta_log2
+  // query heads of a kv head's group (the grid's y counts kv heads), visiting (query tile, head)
+  // pairs, and sums dK / dV over them in registers: written as without GQA, no fp32 buffers, no
+  // atomics, the same bits every run. 0: a CTA per query head.
+  int heads_per_cta_log2 = 0;
+  ATTNKIT_HD bool dkv_in_cta() const { return (heads_q >> heads_per_cta_log2) == heads_kv; }
   bool ordered_dq = false;  // dQ partials added in key-tile order (deterministic; bwd_dq_writer.cuh)
   // Ordered dQ in `dq_chains` independent chains: key tile n adds into copy n % dq_chains of
   // dq_accum, after the earlier key tiles of its own chain only; the dq postprocess sums the
@@ -115,6 +121,30 @@ inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int h
 // as much as the overlap saves (flex causal / ALiBi +1-2%).
 inline int preprocess_sms_rule(int num_sms, bool dq_zeroed, bool work_differs) {
   return dq_zeroed && !work_differs ? num_sms / 8 : 0;
+}
+
+// log2 of the group size (Hq / Hkv) where it is a power of two, else -1: the packed layout's
+// precondition (AttnBwdArgs::heads_per_cta_log2).
+inline int group_log2(int heads_q, int heads_kv) {
+  if (heads_kv <= 0 || heads_q % heads_kv != 0) return -1;
+  const int group = heads_q / heads_kv;
+  if ((group & (group - 1)) != 0) return -1;
+  int lg = 0;
+  while ((1 << lg) < group) ++lg;
+  return lg;
+}
+
+// GqaReduction::kAuto's choice of the packed layout: where the packed grid, key tiles x sequences
+// x kv heads, still fills the GPU four times over (a CTA per (key tile, kv head) runs `group` times
+// longer), and the tiles' work is alike or a head has at most 16 key tiles. Measured on an H100
+// (docs/perf/attention_bwd.md, "GQA's heads packed in the CTA"), D128 Hq32 Hkv8 against the
+// atomic reduction: S2k -8%, S2k causal -12%, S8k -2.6%, D64 S8k causal -5%; but S4k causal +-1%,
+// S8k causal +2%, S16k causal +-1% (the packed CTAs' longer tiles, not the atomics, set the time
+// there), and Hkv 2 (group 16, 256 CTAs) +29%.
+inline bool packed_heads_rule(int heads_q, int heads_kv, int64_t key_tiles, int64_t sequences, bool work_differs, int num_sms) {
+  if (group_log2(heads_q, heads_kv) <= 0) return false;
+  if (key_tiles * sequences * heads_kv < 4 * int64_t(num_sms)) return false;
+  return !work_differs || key_tiles <= 16;
 }
 
 // First padded row of sequence b (kBlockM-aligned; regions of consecutive sequences never overlap).

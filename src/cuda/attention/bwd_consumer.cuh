@@ -64,7 +64,9 @@ struct BwdConsumer {
       float* dq_head = direct ? a.dq_accum + tile.row_block(a, 0) * T::kHeadDim : nullptr;
       for (int j = 0; j < count; ++j, ++state) {
         const BwdVisit visit = tile.visit(j);
-        float* dq = T::kDqDirectKeepsHead ? dq_head : direct ? a.dq_accum + tile.row_block(a, visit.m) * T::kHeadDim : nullptr;
+        float* dq = !direct ? nullptr  // (the writer warp adds)
+                    : T::kDqDirectKeepsHead ? dq_head + int64_t(visit.head_offset) * a.rows_padded * T::kHeadDim
+                                            : a.dq_accum + tile.row_block(a, visit.m, visit.head_offset) * T::kHeadDim;
         query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, visit, dq, tdVrdV, tdKrdK);
       }
       dq_adds_issued(a);

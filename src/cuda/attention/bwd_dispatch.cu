@@ -39,6 +39,31 @@ int dq_chains(const AttentionBwdParams& p) {
   return p.deterministic && (p.q.size(-1) == 256 || sk >= 2048) ? 2 : 1;
 }
 
+bool masked(const AttentionBwdParams& p) {
+  return p.mask.causal || p.mask.window_left >= 0 || p.mask.window_right >= 0;
+}
+
+// AttnBwdArgs::heads_per_cta_log2 for these params: the group's log2 where GQA's heads are packed in
+// the CTA (kPacked; kAuto where packed_heads_rule says), else 0. (kPacked's group is checked a power
+// of two by attention_backward.)
+int heads_per_cta_log2(const AttentionBwdParams& p, int num_sms) {
+  const bool varlen = p.cu_seqlens_q.defined();
+  const int o = varlen ? 0 : 1;
+  const int hq = static_cast<int>(p.q.size(o + 1)), hkv = static_cast<int>(p.k.size(o + 1));
+  const int lg = group_log2(hq, hkv);
+  if (lg <= 0) return 0;
+  if (p.gqa_reduction == GqaReduction::kPacked) return lg;
+  if (p.gqa_reduction != GqaReduction::kAuto) return 0;
+  const int64_t sk = varlen ? p.max_seqlen_k : p.k.size(1);
+  const int64_t block_n = p.q.size(-1) == 256 ? 64 : 128;  // BwdTraits::kBlockN
+  const int64_t sequences = varlen ? p.cu_seqlens_q.size(0) - 1 : p.q.size(0);
+  return packed_heads_rule(hq, hkv, (sk + block_n - 1) / block_n, sequences, masked(p), num_sms) ? lg : 0;
+}
+
+// GQA's per-query-head buffers (AttnBwdArgs::split_dkv): asked for, or deterministic with atomics
+// the alternative (the packed layout is deterministic itself).
+bool split_dkv(const AttentionBwdParams& p) { return p.gqa_reduction == GqaReduction::kSplit || p.deterministic; }
+
 BwdShape shape_of(const AttentionBwdParams& p) {
   const bool varlen = p.cu_seqlens_q.defined();
   const int o = varlen ? 0 : 1;
@@ -52,7 +77,8 @@ BwdShape shape_of(const AttentionBwdParams& p) {
   s.varlen = varlen;
   s.ordered_dq = ordered_dq(p);
   s.dq_chains = dq_chains(p);
-  s.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
+  s.split_dkv = split_dkv(p);
+  s.heads_per_cta_log2 = heads_per_cta_log2(p, current_device_sm_count());
   return s;
 }
 
@@ -95,11 +121,14 @@ Status attention_backward(const AttentionBwdParams& p) {
   if (a.batch > 65535)
     return Unsupported("cu_seqlens_q: the CUDA backward takes at most 65535 sequences per call, got " + std::to_string(a.batch));
   a.ordered_dq = ordered_dq(p);
-  const bool masked = a.mask.causal || a.mask.window_left >= 0 || a.mask.window_right >= 0;
-  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, masked, a.head_dim);
+  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, masked(p), a.head_dim);
   a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();
-  a.split_dkv = p.deterministic || p.gqa_reduction == GqaReduction::kSplit;
+  a.split_dkv = split_dkv(p);
+  if (p.gqa_reduction == GqaReduction::kPacked && a.heads_q != a.heads_kv && group_log2(a.heads_q, a.heads_kv) < 0)
+    return InvalidArgument("gqa_reduction: kPacked needs the query heads per kv head to be a power of two, got " +
+                           std::to_string(a.heads_q) + " / " + std::to_string(a.heads_kv));
+  a.heads_per_cta_log2 = heads_per_cta_log2(p, a.num_sms);
 
   if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
     return InvalidArgument("workspace: the CUDA backward needs a 256-byte aligned device pointer");

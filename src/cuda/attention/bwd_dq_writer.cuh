@@ -38,7 +38,7 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
     cutlass::arch::NamedBarrier::sync(kDqBarrierThreads, kBarrierDqFull + buf);
     if (leader) {
       // (Recomputed per tile, not kept: this warp runs on the producer's 24 registers.)
-      const int64_t rows = tile.row_block(a, m) + a.chain_row0(tile.dq_chain());
+      const int64_t rows = tile.row_block(a, m, tile.head_offset(j)) + a.chain_row0(tile.dq_chain());
       int* sem = a.dq_semaphore + rows / T::kBlockM;
       bool first = false;
       if (a.ordered_dq) {
@@ -89,7 +89,7 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
     if (count_done) {
       const BwdCta cta = bwd_cta_unhoisted(a);
       fence_proxy_async_global();  // the bulk adds (async proxy) before the release (generic)
-      red_release_add(a.dq_heads_done + cta.batch * a.heads_q + cta.head, 1);
+      for (int h = 0; h < (1 << a.heads_per_cta_log2); ++h) red_release_add(a.dq_heads_done + cta.batch * a.heads_q + cta.head + h, 1);
     }
   }
 }

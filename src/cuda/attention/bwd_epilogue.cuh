@@ -1,8 +1,8 @@
 // src/cuda/attention/bwd_epilogue.cuh — writing a consumer warpgroup's dK or dV rows (64 keys x D,
 // fp32 in registers) when the CTA is done: converted straight into the output (16-byte stores)
-// when there is one query head per kv head, added into the fp32 kv-head buffer with vector reductions
-// (GQA, atomic), or stored into the per-query-head fp32 buffer (GQA, split). Rows past the sequence end
-// are not written.
+// when the CTA holds every query head of its kv head (one, or a packed group), added into the
+// fp32 kv-head buffer with vector reductions (GQA, atomic), or stored into the per-query-head fp32
+// buffer (GQA, split). Rows past the sequence end are not written.
 #pragma once
 #include "attnkit/semantics/heads.hpp"
 #include "src/cuda/attention/bulk.cuh"  // red_add_v4_f32
@@ -55,7 +55,7 @@ CUTE_DEVICE void store_dkv(const AttnBwdArgs& a, const Tile& tile, TensorA const
   using Element = typename Traits::Element;
   const bool varlen = a.cu_seqlens_q != nullptr;
   const int head_kv = static_cast<int>(kv_head_of(tile.head, a.heads_q, a.heads_kv));
-  const bool direct = a.heads_q == a.heads_kv;
+  const bool direct = a.dkv_in_cta();  // no GQA, or the whole group in this CTA
   const int key0 = tile.n_block * Traits::kBlockN;
   constexpr int kRows = decltype(size<0>(acc_rc))::value;
   if (direct) {  // 16-byte stores (fragment.cuh; dk, dv are checked 16-byte aligned), every row transposed first

@@ -1,6 +1,8 @@
 // src/cuda/attention/bwd_kernel.cuh — softmax attention backward on Hopper: the main kernel entry.
 //
-// One CTA per (key tile, query head, sequence) of 3 warpgroups. Warpgroup 0 is the producer
+// One CTA per (key tile, query head, sequence) — or, GQA's heads packed (AttnBwdArgs::
+// heads_per_cta_log2), per (key tile, kv head, sequence) visiting every query head of the group — of
+// 3 warpgroups. Warpgroup 0 is the producer
 // (bwd_producer.cuh: warp 0 the Q / dO loads, warp 2 the K / V loads; warp 1, bwd_dq_writer.cuh:
 // dQ reduce-adds; registers given away); warpgroups 1 and 2 are the consumers (bwd_consumer.cuh).
 // Shared state: one barrier for K and V, and the Q and dO pipelines.
@@ -24,13 +26,14 @@ CUTE_DEVICE typename Traits::Pipeline make_bwd_pipeline(typename Traits::Pipelin
 }
 
 // With the preprocess beside the main kernel (AttnBwdArgs::preprocess_sms): waits until every query
-// tile of this CTA's head is preprocessed (its lse2, delta, dQ semaphores, zeroed dq_accum).
+// tile of this CTA's heads is preprocessed (its lse2, delta, dQ semaphores, zeroed dq_accum).
 template <class Traits>
 CUTE_DEVICE void wait_for_preprocess(const AttnBwdArgs& a) {
   const BwdCta cta = bwd_cta_unhoisted(a);
   const SeqInfo seq(a, cta.batch);
   const int tiles = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  wait_for_count(a.preprocessed_tiles + cta.batch * a.heads_q + cta.head, tiles > 0 ? tiles : 1);  // (tile 0 always counts)
+  for (int h = 0; h < (1 << a.heads_per_cta_log2); ++h)  // (tile 0 always counts)
+    wait_for_count(a.preprocessed_tiles + cta.batch * a.heads_q + cta.head + h, tiles > 0 ? tiles : 1);
 }
 
 template <class Traits, class Variant>

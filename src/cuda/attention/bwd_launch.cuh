@@ -1,5 +1,5 @@
 // src/cuda/attention/bwd_launch.cuh — host side of one backward instantiation: zero the GQA
-// buffers, preprocess (which also zeroes the dQ semaphores and head counts; where
+// buffers (atomic reduction only), preprocess (which also zeroes the dQ semaphores and head counts; where
 // preprocess_sms_rule says, on a few SMs beside the main kernel's start), main kernel over (key
 // tile, query head, sequence), postprocess (the dq conversion beside the main kernel's tail).
 #pragma once
@@ -28,7 +28,7 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   if (n_blocks == 0 || max_rows == 0) a.preprocess_sms = 0;  // (nothing to start beside)
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool varlen = a.cu_seqlens_q != nullptr;
-  const bool gqa = a.heads_q != a.heads_kv;
+  const bool gqa = !a.dkv_in_cta();  // dK / dV reduced over query heads in fp32 buffers
   const int64_t rows_k = varlen ? a.seqlen_k : int64_t(a.batch) * a.seqlen_k;
   cudaError_t err = cudaSuccess;  // the dQ semaphores are zeroed by the preprocess kernel
   const bool zero_dkv = gqa && !a.split_dkv;
@@ -65,7 +65,8 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   auto bstride = [&](const int64_t* s, int len) { return varlen ? s[1] * int64_t(len > 0 ? len : 1) : s[0]; };
   BwdParams<T, Variant> p;
   p.args = a;
-  p.args.heads_per_group_log2 = head_group_log2(work_differs, n_blocks, a.heads_q, a.num_sms);  // launch_order.hpp
+  const int grid_heads = a.heads_q >> a.heads_per_cta_log2;  // query heads, or packed groups of them
+  p.args.heads_per_group_log2 = head_group_log2(work_differs, n_blocks, grid_heads, a.num_sms);  // launch_order.hpp
   p.extra = extra;
   // Empty sides still get a valid TMA descriptor (never read: no query tile meets a key tile).
   p.shape_q = make_shape(std::max(a.seqlen_q, 1), kHeadDim, a.heads_q, batch_dim);
@@ -84,7 +85,7 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   if (n_blocks > 0) {  // also with no queries: dK and dV are then written as zeros
     err = ensure_dynamic_smem<attention_bwd_kernel<T, Variant>>(T::kSmemBytes);
     if (err != cudaSuccess) return err;
-    const BwdGrid g = bwd_grid(n_blocks, a.heads_q, a.batch, p.args.heads_per_group_log2);
+    const BwdGrid g = bwd_grid(n_blocks, grid_heads, a.batch, p.args.heads_per_group_log2);
     // Beside the preprocess: starts on the SMs it leaves free, each CTA waiting for its head.
     if (a.preprocess_sms > 0)
       err = launch_after_trigger(attention_bwd_kernel<T, Variant>, dim3(g.x, g.y, g.z), T::kThreads, T::kSmemBytes, stream, p);

@@ -49,10 +49,10 @@ CUTE_DEVICE void bwd_producer(const BwdParams<Traits, Variant>& params, typename
   const int b = a.cu_seqlens_q ? 0 : tile.batch;  // varlen: windows of the packed tensors
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});      // [M, D, stage]
   Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});  // [M, D, stage]
-  auto q_tiles = [&](auto const& tma, auto const& shape) {  // [M, D, m] of this head's sequence
-    Tensor m = tma.get_tma_tensor(shape)(_, _, tile.head, b);
-    return local_tile(domain_offset(make_coord(tile.seq.offset_q, _0{}), m), Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{},
-                      make_coord(_, _0{}));
+  auto q_tiles = [&](auto const& tma, auto const& shape) {  // [M, D, m, h] of this sequence, from the CTA's first head
+    Tensor m = tma.get_tma_tensor(shape)(_, _, _, b);  // [S, D, H]
+    return local_tile(domain_offset(make_coord(tile.seq.offset_q, _0{}, tile.head), m), Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{},
+                      make_coord(_, _0{}, _));
   };
   Tensor gQ = q_tiles(params.tma_q, params.shape_q);
   Tensor gdO = q_tiles(params.tma_do, params.shape_q);
@@ -62,14 +62,14 @@ CUTE_DEVICE void bwd_producer(const BwdParams<Traits, Variant>& params, typename
   typename T::PipelineState state = cutlass::make_producer_start_state<typename T::Pipeline>();
 #pragma unroll 1  // 24 registers: unrolled copies of this loop would spill
   for (int j = 0; j < count; ++j) {
-    const int m = tile.query_tile(j);
-    const int64_t rows = tile.row_block(a, m);
+    const int m = tile.query_tile(j), h = tile.head_offset(j);
+    const int64_t rows = tile.row_block(a, m, h);
     const int s = state.index();
     pipe_q.producer_acquire(state);
-    copy(params.tma_q.with(*pipe_q.producer_get_barrier(state), 0), tQgQ(_, m), tQsQ(_, s));
+    copy(params.tma_q.with(*pipe_q.producer_get_barrier(state), 0), tQgQ(_, m, h), tQsQ(_, s));
     bulk_load_floats(a.lse2 + rows, smem.lse2.data() + s * T::kBlockM, pipe_q.producer_get_barrier(state), T::kRowBytes);
     pipe_do.producer_acquire(state);
-    copy(params.tma_do.with(*pipe_do.producer_get_barrier(state), 0), tdOgdO(_, m), tdOsdO(_, s));
+    copy(params.tma_do.with(*pipe_do.producer_get_barrier(state), 0), tdOgdO(_, m, h), tdOsdO(_, s));
     bulk_load_floats(a.delta + rows, smem.delta.data() + s * T::kBlockM, pipe_do.producer_get_barrier(state), T::kRowBytes);
     *const_cast<volatile int*>(&smem.loads_issued) = j;  // (bwd_dq_writer.cuh: adds wait for them)
     ++state;

@@ -22,16 +22,23 @@ enum BwdNamedBarrier : int {
   kBarrierDsReady = 1, kBarrierDqFull = 2, kBarrierDqEmpty = 4, kBarrierDqAdded = 6, kBarrierVariant = 7
 };
 
-// A visited query tile as the consumers see it: its index, and whether the variant knows every
-// score of it visible (flex: a full block, mask_mod skipped; the softmax variant decides per tile).
+// A visited query tile as the consumers see it: its index, whether the variant knows every score
+// of it visible (flex: a full block, mask_mod skipped; the softmax variant decides per tile), and
+// its query head's offset from the CTA's first (AttnBwdArgs::heads_per_cta_log2; else 0).
 struct BwdVisit {
   int m;
   bool full;
+  int head_offset = 0;
 };
 
-// This CTA's key tile, query head and sequence (launch_order.hpp: grouped launch order).
+// This CTA's key tile, (first) query head and sequence (launch_order.hpp: grouped launch order;
+// with heads packed, the grid's heads are groups of 2^heads_per_cta_log2 query heads).
+CUTE_DEVICE BwdCta packed_heads(BwdCta cta, const AttnBwdArgs& a) {
+  cta.head <<= a.heads_per_cta_log2;
+  return cta;
+}
 CUTE_DEVICE BwdCta bwd_cta(const AttnBwdArgs& a) {
-  return bwd_cta_at(blockIdx.x, blockIdx.y, blockIdx.z, a.heads_per_group_log2);
+  return packed_heads(bwd_cta_at(blockIdx.x, blockIdx.y, blockIdx.z, a.heads_per_group_log2), a);
 }
 
 // The same, with blockIdx read where it is used: ptxas shares plain blockIdx reads across the
@@ -46,23 +53,26 @@ CUTE_DEVICE unsigned ctaid_unhoisted() {
   return v;
 }
 CUTE_DEVICE BwdCta bwd_cta_unhoisted(const AttnBwdArgs& a) {
-  return bwd_cta_at(ctaid_unhoisted<0>(), ctaid_unhoisted<1>(), ctaid_unhoisted<2>(), a.heads_per_group_log2);
+  return packed_heads(bwd_cta_at(ctaid_unhoisted<0>(), ctaid_unhoisted<1>(), ctaid_unhoisted<2>(), a.heads_per_group_log2), a);
 }
 
 template <class Traits>
 struct BwdTileInfo {
-  int n_block, head, batch;
+  int n_block, head, batch;  // head: the first of the CTA's 2^pack_log2 query heads
   SeqInfo seq;
   MaskRuleT<int> rule;
   int m_begin, m_end;
   int rows0;  // first padded row of this (head, sequence) in lse2 / delta / dq_accum
   int chains;  // ordered dQ chains (AttnBwdArgs::dq_chains)
+  int pack_log2;  // AttnBwdArgs::heads_per_cta_log2
+  int head_rows;  // a.rows_padded: the next query head's rows
 
   template <class Extra>
   CUTE_DEVICE BwdTileInfo(const AttnBwdArgs& a, const Extra&) : BwdTileInfo(a) {}
   CUTE_DEVICE explicit BwdTileInfo(const AttnBwdArgs& a) : BwdTileInfo(a, bwd_cta(a)) {}
   CUTE_DEVICE BwdTileInfo(const AttnBwdArgs& a, BwdCta cta)
-      : n_block(cta.n_block), head(cta.head), batch(cta.batch), seq(a, batch), chains(a.dq_chains) {
+      : n_block(cta.n_block), head(cta.head), batch(cta.batch), seq(a, batch), chains(a.dq_chains),
+        pack_log2(a.heads_per_cta_log2), head_rows(a.rows_padded) {
     rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
     const QueryRange r(rule, seq.seqlen_q, n_block, Traits::kBlockM, Traits::kBlockN);
     m_begin = r.m_begin;
@@ -71,18 +81,22 @@ struct BwdTileInfo {
   }
   // The key tile lies past the end of this (varlen) sequence: nothing to do, nothing to write.
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
-  // Query tiles in visiting order: last to first (see bwd_consumer.cuh).
-  CUTE_DEVICE int num_query_tiles() const { return m_end - m_begin; }
-  CUTE_DEVICE int query_tile(int j) const { return m_end - 1 - j; }
-  CUTE_DEVICE BwdVisit visit(int j) const { return {query_tile(j), false}; }
+  // Query tiles in visiting order: last to first (see bwd_consumer.cuh); with heads packed, each
+  // query tile for every head of the CTA in turn (the j-th visit: tile j >> pack_log2, head offset
+  // j & (2^pack_log2 - 1)).
+  CUTE_DEVICE int num_query_tiles() const { return (m_end - m_begin) << pack_log2; }
+  CUTE_DEVICE int query_tile(int j) const { return m_end - 1 - (j >> pack_log2); }
+  CUTE_DEVICE int head_offset(int j) const { return j & ((1 << pack_log2) - 1); }
+  CUTE_DEVICE BwdVisit visit(int j) const { return {query_tile(j), false, head_offset(j)}; }
   // Ordered dQ: how many key tiles of this one's chain add into the j-th visited query tile before it.
   CUTE_DEVICE int dq_turn(int j) const {
     return cuda::dq_turn_in_chain(rule, query_tile(j), n_block, Traits::kBlockM, Traits::kBlockN, chains);
   }
   CUTE_DEVICE int dq_chain() const { return n_block % chains; }
-  // Index of query tile m's fp32 blocks (lse2, delta: kBlockM floats; dq_accum: kBlockM * D).
-  CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {
-    return rows0 + m * Traits::kBlockM;
+  // Index of query tile m's fp32 blocks (lse2, delta: kBlockM floats; dq_accum: kBlockM * D) of
+  // the CTA's head + head_offset.
+  CUTE_DEVICE int64_t row_block(const AttnBwdArgs&, int m, int head_offset = 0) const {
+    return rows0 + head_offset * head_rows + m * Traits::kBlockM;
   }
 };
 

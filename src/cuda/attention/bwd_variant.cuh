@@ -6,12 +6,14 @@
 //                    what AttnBwdArgs::mask says (host; picks the launch order: launch_order.hpp)
 //   Tile<Traits>     built from (args, extra) in every role of the CTA (key tile, query head,
 //                    sequence: bwd_cta): n_block, head, batch, seq, skip(), num_query_tiles(),
-//                    query_tile(j) — the j-th query tile in visiting order, visit(j) — that
+//                    query_tile(j) — the j-th query tile in visiting order, head_offset(j) —
+//                    its query head's offset from the CTA's (AttnBwdArgs::heads_per_cta_log2;
+//                    a variant without packed heads returns 0), visit(j) — that
 //                    tile as the consumers need it (BwdVisit: also whether it is a full block,
 //                    one load where the tiles come from a list), dq_turn(j) — for
 //                    ordered dQ, how many key tiles of its chain before this one add into that
 //                    query tile —, dq_chain() — its chain (AttnBwdArgs::dq_chains; 0 where the
-//                    variant has one) — and row_block(a, m)
+//                    variant has one) — and row_block(a, m, head_offset)
 //   Probs<Traits>    built once per consumer warpgroup from (args, extra, tile, wg, ids: the
 //                    CTA's SharedStorage::variant_ids); start_tile(visit) runs as a tile's S and dP
 //                    GEMMs start (loads whose value it returns, to be used once they are done), and

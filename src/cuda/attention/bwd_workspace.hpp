@@ -18,6 +18,7 @@ struct BwdShape {
   bool ordered_dq = false;  // dQ added in key-tile order (AttnBwdArgs::ordered_dq)
   int dq_chains = 1;         // copies of dq_accum and of the semaphores (AttnBwdArgs::dq_chains)
   bool split_dkv = false;   // GQA: per-query-head dK / dV buffers (else one per kv head)
+  int heads_per_cta_log2 = 0;  // GQA packed in the CTA (AttnBwdArgs::heads_per_cta_log2): no dK / dV buffers
 };
 
 // Byte offsets of the buffers, each 256-byte aligned; `total` is the workspace size. take() adds
@@ -41,7 +42,7 @@ struct BwdWorkspace {
     semaphore = take((s.dq_chains + 1) * s.heads_q * rows_padded / m * 4);  // per chain, then the claims
     heads_done = take(s.batch * s.heads_q * 4);
     tiles_done = take(s.batch * s.heads_q * 4);
-    if (s.heads_q != s.heads_kv) {
+    if ((s.heads_q >> s.heads_per_cta_log2) != s.heads_kv) {
       const int64_t heads = s.split_dkv ? s.heads_q : s.heads_kv;
       dk_accum = take(rows_k * heads * s.head_dim * 4);
       dv_accum = take(rows_k * heads * s.head_dim * 4);
@@ -63,7 +64,7 @@ struct BwdWorkspace {
     a.dq_semaphore = reinterpret_cast<int*>(base + semaphore);
     a.dq_heads_done = reinterpret_cast<int*>(base + heads_done);
     a.preprocessed_tiles = reinterpret_cast<int*>(base + tiles_done);
-    if (a.heads_q != a.heads_kv) {
+    if (!a.dkv_in_cta()) {
       a.dk_accum = reinterpret_cast<float*>(base + dk_accum);
       a.dv_accum = reinterpret_cast<float*>(base + dv_accum);
     }

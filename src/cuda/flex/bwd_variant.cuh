@@ -68,6 +68,7 @@ struct FlexBwdTile {
     return {QueryTileLists::query_tile_of(e), QueryTileLists::is_full(e)};
   }
   CUTE_DEVICE int query_tile(int j) const { return visit(j).m; }
+  CUTE_DEVICE static constexpr int head_offset(int) { return 0; }  // a CTA per query head
   // Key tiles before this one adding into the j-th visited query tile: those of the earlier key
   // blocks that meet its query block, then the earlier tiles of this block.
   CUTE_DEVICE int dq_turn(int j) const {
@@ -75,7 +76,7 @@ struct FlexBwdTile {
     return f.lists.turns[int64_t(list) * f.lists.m_tiles + j] * f.tiles_per_block + n_block % f.tiles_per_block;
   }
   CUTE_DEVICE static constexpr int dq_chain() { return 0; }  // one chain (flex's turns are per key block)
-  CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m) const {
+  CUTE_DEVICE int64_t row_block(const AttnBwdArgs& a, int m, int = 0) const {
     return head * a.rows_padded + row_base + m * Traits::kBlockM;  // < 2^31: bwd_workspace.hpp
   }
 };
