@@ -39,12 +39,6 @@ struct AttnBwdArgs {
   float softcap = 0.f;
   MaskOptions mask;
   bool split_dkv = false;      // GQA: per-query-head dK/dV buffers summed in order (else fp32 atomics)
-  // GQA in the CTA (GqaReduction::kPacked): each CTA takes its key tile for all 2^heads_per_cta_log2
-  // query heads of a kv head's group (the grid's y counts kv heads), visiting (query tile, head)
-  // pairs, and sums dK / dV over them in registers: written as without GQA, no fp32 buffers, no
-  // atomics, the same bits every run. 0: a CTA per query head.
-  int heads_per_cta_log2 = 0;
-  ATTNKIT_HD bool dkv_in_cta() const { return (heads_q >> heads_per_cta_log2) == heads_kv; }
   bool ordered_dq = false;  // dQ partials added in key-tile order (deterministic; bwd_dq_writer.cuh)
   // Ordered dQ in `dq_chains` independent chains: key tile n adds into copy n % dq_chains of
   // dq_accum, after the earlier key tiles of its own chain only; the dq postprocess sums the
@@ -95,6 +89,13 @@ struct AttnBwdArgs {
   // launch_bwd applies preprocess_sms_rule.
   int preprocess_sms = -1;
   int* preprocessed_tiles = nullptr;
+  // GQA in the CTA (GqaReduction::kPacked; its own kernel, bwd_variant.cuh): each CTA takes its key
+  // tile for all 2^heads_per_cta_log2 query heads of a kv head's group (the grid's y counts kv
+  // heads), visiting (query tile, head) pairs, and sums dK / dV over them in registers: written as
+  // without GQA, no fp32 buffers, no atomics, the same bits every run. 0: a CTA per query head.
+  // (Last: a field in the middle moved the others' offsets, and the kernel's code with them.)
+  int heads_per_cta_log2 = 0;
+  ATTNKIT_HD bool dkv_in_cta() const { return (heads_q >> heads_per_cta_log2) == heads_kv; }
 };
 
 // Head dims whose consumers add dQ into a zeroed dq_accum themselves (AttnBwdArgs::dq_direct;

@@ -64,9 +64,9 @@ struct BwdConsumer {
       float* dq_head = direct ? a.dq_accum + tile.row_block(a, 0) * T::kHeadDim : nullptr;
       for (int j = 0; j < count; ++j, ++state) {
         const BwdVisit visit = tile.visit(j);
-        float* dq = !direct ? nullptr  // (the writer warp adds)
-                    : T::kDqDirectKeepsHead ? dq_head + int64_t(visit.head_offset) * a.rows_padded * T::kHeadDim
-                                            : a.dq_accum + tile.row_block(a, visit.m, visit.head_offset) * T::kHeadDim;
+        float* dq = T::kDqDirectKeepsHead ? packed_head(dq_head, visit.head_offset, a)
+                    : direct                ? a.dq_accum + tile.row_block(a, visit.m, visit.head_offset) * T::kHeadDim
+                                            : nullptr;
         query_tile(probs, smem, pipe_q, pipe_do, state, ready, j, visit, dq, tdVrdV, tdKrdK);
       }
       dq_adds_issued(a);
@@ -81,6 +81,12 @@ struct BwdConsumer {
         make_identity_tensor(Shape<Int<T::kBlockN>, Int<T::kHeadDim>>{})));  // (key, d) of each register
     store_dkv<T>(a, tile, as_rowcol(tdKrdK), cKV, a.dk, a.dk_stride, a.dk_accum);
     store_dkv<T>(a, tile, as_rowcol(tdVrdV), cKV, a.dv, a.dv_stride, a.dv_accum);
+  }
+
+  // The head's base of dq_accum (kDqDirectKeepsHead) moved to the packed head `offset` (a null base
+  // stays null: the writer warp adds). Offset 0 outside the packed kernel.
+  CUTE_DEVICE static float* packed_head(float* dq_head, int offset, const AttnBwdArgs& a) {
+    return dq_head && offset ? dq_head + int64_t(offset) * a.rows_padded * T::kHeadDim : dq_head;
   }
 
   // Direct dQ adds (AttnBwdArgs::dq_direct) with the dq postprocess beside the main kernel's tail:

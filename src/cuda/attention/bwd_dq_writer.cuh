@@ -87,9 +87,11 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
   if (leader) {
     bulk_wait_all();  // the staging buffer must outlive the last add
     if (count_done) {
-      const BwdCta cta = bwd_cta_unhoisted(a);
+      constexpr bool kPacked = Variant::template Tile<T>::kPacked;
+      const BwdCta cta = bwd_cta_unhoisted<kPacked>(a);
       fence_proxy_async_global();  // the bulk adds (async proxy) before the release (generic)
-      for (int h = 0; h < (1 << a.heads_per_cta_log2); ++h) red_release_add(a.dq_heads_done + cta.batch * a.heads_q + cta.head + h, 1);
+      const int heads = kPacked ? 1 << a.heads_per_cta_log2 : 1;  // the CTA's query heads
+      for (int h = 0; h < heads; ++h) red_release_add(a.dq_heads_done + cta.batch * a.heads_q + cta.head + h, 1);
     }
   }
 }

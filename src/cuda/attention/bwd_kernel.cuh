@@ -27,12 +27,12 @@ CUTE_DEVICE typename Traits::Pipeline make_bwd_pipeline(typename Traits::Pipelin
 
 // With the preprocess beside the main kernel (AttnBwdArgs::preprocess_sms): waits until every query
 // tile of this CTA's heads is preprocessed (its lse2, delta, dQ semaphores, zeroed dq_accum).
-template <class Traits>
+template <class Traits, bool kPacked>
 CUTE_DEVICE void wait_for_preprocess(const AttnBwdArgs& a) {
-  const BwdCta cta = bwd_cta_unhoisted(a);
+  const BwdCta cta = bwd_cta_unhoisted<kPacked>(a);
   const SeqInfo seq(a, cta.batch);
   const int tiles = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  for (int h = 0; h < (1 << a.heads_per_cta_log2); ++h)  // (tile 0 always counts)
+  for (int h = 0; h < (kPacked ? 1 << a.heads_per_cta_log2 : 1); ++h)  // (tile 0 always counts)
     wait_for_count(a.preprocessed_tiles + cta.batch * a.heads_q + cta.head + h, tiles > 0 ? tiles : 1);
 }
 
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   make_bwd_pipeline<T, true>(smem.pipeline_q, wg == 0);  // initialises the Q and dO barriers
   make_bwd_pipeline<T, true>(smem.pipeline_do, wg == 0);
   const bool beside = params.args.preprocess_sms > 0;
-  if (beside && threadIdx.x == 0) wait_for_preprocess<T>(params.args);
+  if (beside && threadIdx.x == 0) wait_for_preprocess<T, Variant::template Tile<T>::kPacked>(params.args);
   __syncthreads();
   if (beside) fence_proxy_async_global();  // the preprocess's writes before this CTA's bulk reads / adds of them
 

@@ -113,6 +113,7 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
 
 template <class Element, int kHeadDim>
 cudaError_t launch_attention_bwd(const AttnBwdArgs& a) {
+  if (a.heads_per_cta_log2 > 0) return launch_bwd<Element, kHeadDim, PackedGqaBwdVariant>(a, {});
   return launch_bwd<Element, kHeadDim, DenseBwdVariant>(a, {});
 }
 

@@ -43,16 +43,27 @@ CUTE_DEVICE void bwd_producer(const BwdParams<Traits, Variant>& params, typename
                               typename Traits::Pipeline& pipe_q, typename Traits::Pipeline& pipe_do) {
   using T = Traits;
   const AttnBwdArgs& a = params.args;
-  const typename Variant::template Tile<T> tile(a, params.extra);
+  using Tile = typename Variant::template Tile<T>;
+  const Tile tile(a, params.extra);
   const int count = tile.skip() ? 0 : tile.num_query_tiles();
+  auto q_tile = [](auto const& t, int m, int h) {  // the TMA view of query tile m of packed head h
+    if constexpr (Tile::kPacked) return t(_, m, h);
+    else return t(_, m);
+  };
   if (count == 0) return;
   const int b = a.cu_seqlens_q ? 0 : tile.batch;  // varlen: windows of the packed tensors
   Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename T::SmemLayoutQ{});      // [M, D, stage]
   Tensor sdO = make_tensor(make_smem_ptr(smem.dout.data()), typename T::SmemLayoutQ{});  // [M, D, stage]
-  auto q_tiles = [&](auto const& tma, auto const& shape) {  // [M, D, m, h] of this sequence, from the CTA's first head
-    Tensor m = tma.get_tma_tensor(shape)(_, _, _, b);  // [S, D, H]
-    return local_tile(domain_offset(make_coord(tile.seq.offset_q, _0{}, tile.head), m), Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{},
-                      make_coord(_, _0{}, _));
+  auto q_tiles = [&](auto const& tma, auto const& shape) {
+    if constexpr (Tile::kPacked) {  // [M, D, m, h] of this sequence, from the CTA's first head
+      Tensor m = tma.get_tma_tensor(shape)(_, _, _, b);  // [S, D, H]
+      return local_tile(domain_offset(make_coord(tile.seq.offset_q, _0{}, tile.head), m),
+                        Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{}, make_coord(_, _0{}, _));
+    } else {  // [M, D, m] of this head's sequence
+      Tensor m = tma.get_tma_tensor(shape)(_, _, tile.head, b);
+      return local_tile(domain_offset(make_coord(tile.seq.offset_q, _0{}), m), Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{},
+                        make_coord(_, _0{}));
+    }
   };
   Tensor gQ = q_tiles(params.tma_q, params.shape_q);
   Tensor gdO = q_tiles(params.tma_do, params.shape_q);
@@ -66,10 +77,10 @@ CUTE_DEVICE void bwd_producer(const BwdParams<Traits, Variant>& params, typename
     const int64_t rows = tile.row_block(a, m, h);
     const int s = state.index();
     pipe_q.producer_acquire(state);
-    copy(params.tma_q.with(*pipe_q.producer_get_barrier(state), 0), tQgQ(_, m, h), tQsQ(_, s));
+    copy(params.tma_q.with(*pipe_q.producer_get_barrier(state), 0), q_tile(tQgQ, m, h), tQsQ(_, s));
     bulk_load_floats(a.lse2 + rows, smem.lse2.data() + s * T::kBlockM, pipe_q.producer_get_barrier(state), T::kRowBytes);
     pipe_do.producer_acquire(state);
-    copy(params.tma_do.with(*pipe_do.producer_get_barrier(state), 0), tdOgdO(_, m, h), tdOsdO(_, s));
+    copy(params.tma_do.with(*pipe_do.producer_get_barrier(state), 0), q_tile(tdOgdO, m, h), tdOsdO(_, s));
     bulk_load_floats(a.delta + rows, smem.delta.data() + s * T::kBlockM, pipe_do.producer_get_barrier(state), T::kRowBytes);
     *const_cast<volatile int*>(&smem.loads_issued) = j;  // (bwd_dq_writer.cuh: adds wait for them)
     ++state;

@@ -32,13 +32,15 @@ struct BwdVisit {
 };
 
 // This CTA's key tile, (first) query head and sequence (launch_order.hpp: grouped launch order;
-// with heads packed, the grid's heads are groups of 2^heads_per_cta_log2 query heads).
+// in the kernel with heads packed, the grid's heads are groups of 2^heads_per_cta_log2 query heads).
+template <bool kPacked>
 CUTE_DEVICE BwdCta packed_heads(BwdCta cta, const AttnBwdArgs& a) {
-  cta.head <<= a.heads_per_cta_log2;
+  if constexpr (kPacked) cta.head <<= a.heads_per_cta_log2;
   return cta;
 }
+template <bool kPacked = false>
 CUTE_DEVICE BwdCta bwd_cta(const AttnBwdArgs& a) {
-  return packed_heads(bwd_cta_at(blockIdx.x, blockIdx.y, blockIdx.z, a.heads_per_group_log2), a);
+  return packed_heads<kPacked>(bwd_cta_at(blockIdx.x, blockIdx.y, blockIdx.z, a.heads_per_group_log2), a);
 }
 
 // The same, with blockIdx read where it is used: ptxas shares plain blockIdx reads across the
@@ -52,27 +54,44 @@ CUTE_DEVICE unsigned ctaid_unhoisted() {
   else asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(v));
   return v;
 }
+template <bool kPacked>
 CUTE_DEVICE BwdCta bwd_cta_unhoisted(const AttnBwdArgs& a) {
-  return packed_heads(bwd_cta_at(ctaid_unhoisted<0>(), ctaid_unhoisted<1>(), ctaid_unhoisted<2>(), a.heads_per_group_log2), a);
+  return packed_heads<kPacked>(bwd_cta_at(ctaid_unhoisted<0>(), ctaid_unhoisted<1>(), ctaid_unhoisted<2>(), a.heads_per_group_log2), a);
 }
 
-template <class Traits>
+// What a Tile of the packed kernel knows of its heads: log2 of their number and the rows between
+// two heads' blocks (a.rows_padded); nothing in the other kernel.
+template <bool kPackedHeads>
+struct PackedHeads {
+  static constexpr int log2 = 0, head_rows = 0;
+  CUTE_DEVICE explicit PackedHeads(const AttnBwdArgs&) {}
+};
+template <>
+struct PackedHeads<true> {
+  int log2, head_rows;
+  CUTE_DEVICE explicit PackedHeads(const AttnBwdArgs& a) : log2(a.heads_per_cta_log2), head_rows(a.rows_padded) {}
+};
+
+// kPackedHeads: GQA's heads packed in the CTA (AttnBwdArgs::heads_per_cta_log2), a kernel of its
+// own: in the other, every head offset is the constant 0 and the visit loops compile as without
+// packing (the runtime form cost the MHA rows 1-2%: docs/perf/attention_bwd.md).
+template <class Traits, bool kPackedHeads = false>
 struct BwdTileInfo {
-  int n_block, head, batch;  // head: the first of the CTA's 2^pack_log2 query heads
+  static constexpr bool kPacked = kPackedHeads;
+  int n_block, head, batch;  // head: the first of the CTA's 2^pack_log2() query heads
   SeqInfo seq;
   MaskRuleT<int> rule;
   int m_begin, m_end;
   int rows0;  // first padded row of this (head, sequence) in lse2 / delta / dq_accum
   int chains;  // ordered dQ chains (AttnBwdArgs::dq_chains)
-  int pack_log2;  // AttnBwdArgs::heads_per_cta_log2
-  int head_rows;  // a.rows_padded: the next query head's rows
+  PackedHeads<kPackedHeads> packed;
 
   template <class Extra>
   CUTE_DEVICE BwdTileInfo(const AttnBwdArgs& a, const Extra&) : BwdTileInfo(a) {}
-  CUTE_DEVICE explicit BwdTileInfo(const AttnBwdArgs& a) : BwdTileInfo(a, bwd_cta(a)) {}
+  CUTE_DEVICE explicit BwdTileInfo(const AttnBwdArgs& a) : BwdTileInfo(a, bwd_cta<kPackedHeads>(a)) {}
   CUTE_DEVICE BwdTileInfo(const AttnBwdArgs& a, BwdCta cta)
       : n_block(cta.n_block), head(cta.head), batch(cta.batch), seq(a, batch), chains(a.dq_chains),
-        pack_log2(a.heads_per_cta_log2), head_rows(a.rows_padded) {
+        packed(a) {
     rule = MaskRuleT<int>::make(a.mask, seq.seqlen_q, seq.seqlen_k);
     const QueryRange r(rule, seq.seqlen_q, n_block, Traits::kBlockM, Traits::kBlockN);
     m_begin = r.m_begin;
@@ -81,12 +100,13 @@ struct BwdTileInfo {
   }
   // The key tile lies past the end of this (varlen) sequence: nothing to do, nothing to write.
   CUTE_DEVICE bool skip() const { return n_block * Traits::kBlockN >= seq.seqlen_k; }
+  CUTE_DEVICE int pack_log2() const { return packed.log2; }
   // Query tiles in visiting order: last to first (see bwd_consumer.cuh); with heads packed, each
-  // query tile for every head of the CTA in turn (the j-th visit: tile j >> pack_log2, head offset
-  // j & (2^pack_log2 - 1)).
-  CUTE_DEVICE int num_query_tiles() const { return (m_end - m_begin) << pack_log2; }
-  CUTE_DEVICE int query_tile(int j) const { return m_end - 1 - (j >> pack_log2); }
-  CUTE_DEVICE int head_offset(int j) const { return j & ((1 << pack_log2) - 1); }
+  // query tile for every head of the CTA in turn (the j-th visit: tile j >> pack_log2(), head
+  // offset j & (2^pack_log2() - 1)).
+  CUTE_DEVICE int num_query_tiles() const { return (m_end - m_begin) << pack_log2(); }
+  CUTE_DEVICE int query_tile(int j) const { return m_end - 1 - (j >> pack_log2()); }
+  CUTE_DEVICE int head_offset(int j) const { return j & ((1 << pack_log2()) - 1); }
   CUTE_DEVICE BwdVisit visit(int j) const { return {query_tile(j), false, head_offset(j)}; }
   // Ordered dQ: how many key tiles of this one's chain add into the j-th visited query tile before it.
   CUTE_DEVICE int dq_turn(int j) const {
@@ -96,7 +116,7 @@ struct BwdTileInfo {
   // Index of query tile m's fp32 blocks (lse2, delta: kBlockM floats; dq_accum: kBlockM * D) of
   // the CTA's head + head_offset.
   CUTE_DEVICE int64_t row_block(const AttnBwdArgs&, int m, int head_offset = 0) const {
-    return rows0 + head_offset * head_rows + m * Traits::kBlockM;
+    return rows0 + head_offset * packed.head_rows + m * Traits::kBlockM;
   }
 };
 

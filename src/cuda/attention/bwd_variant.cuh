@@ -31,14 +31,14 @@
 
 namespace attnkit::cuda::attn {
 
-template <class Traits>
+template <class Traits, class Tile>
 struct DenseBwdProbs {
   const AttnBwdArgs& a;
-  const BwdTileInfo<Traits>& tile;
+  const Tile& tile;
   int wg;
 
   template <class Extra>
-  CUTE_DEVICE DenseBwdProbs(const AttnBwdArgs& a_, const Extra&, const BwdTileInfo<Traits>& tile_, int wg_, int32_t*)
+  CUTE_DEVICE DenseBwdProbs(const AttnBwdArgs& a_, const Extra&, const Tile& tile_, int wg_, int32_t*)
       : a(a_), tile(tile_), wg(wg_) {}
 
   CUTE_DEVICE int32_t start_tile(BwdVisit) const { return 0; }
@@ -68,13 +68,17 @@ struct DenseBwdProbs {
   }
 };
 
-struct DenseBwdVariant {
+// kPackedHeads: GQA's heads packed in the CTA (AttnBwdArgs::heads_per_cta_log2 > 0), its own kernel.
+template <bool kPackedHeads>
+struct DenseBwdVariantT {
   struct Args {};
   static bool key_tiles_differ(const Args&) { return false; }  // beyond what the mask says (launch_order.hpp)
   template <class Traits>
-  using Tile = BwdTileInfo<Traits>;
+  using Tile = BwdTileInfo<Traits, kPackedHeads>;
   template <class Traits>
-  using Probs = DenseBwdProbs<Traits>;
+  using Probs = DenseBwdProbs<Traits, BwdTileInfo<Traits, kPackedHeads>>;
 };
+using DenseBwdVariant = DenseBwdVariantT<false>;
+using PackedGqaBwdVariant = DenseBwdVariantT<true>;
 
 }  // namespace attnkit::cuda::attn

@@ -68,7 +68,8 @@ struct FlexBwdTile {
     return {QueryTileLists::query_tile_of(e), QueryTileLists::is_full(e)};
   }
   CUTE_DEVICE int query_tile(int j) const { return visit(j).m; }
-  CUTE_DEVICE static constexpr int head_offset(int) { return 0; }  // a CTA per query head
+  static constexpr bool kPacked = false;  // a CTA per query head
+  CUTE_DEVICE static constexpr int head_offset(int) { return 0; }
   // Key tiles before this one adding into the j-th visited query tile: those of the earlier key
   // blocks that meet its query block, then the earlier tiles of this block.
   CUTE_DEVICE int dq_turn(int j) const {
