@@ -198,12 +198,8 @@ struct Grads {
   HostTensor dq, dk, dv;
 };
 
-Grads run_backward(const Case& c, Tensors& t, const HostTensor& dout, GqaReduction red, bool det) {
-  Grads g{HostTensor(c.dt, {c.B, c.Sq, c.Hq, c.D}), HostTensor(c.dt, {c.B, c.Sk, c.Hkv, c.D}),
-          HostTensor(c.dt, {c.B, c.Sk, c.Hkv, c.Dv})};
-  g.dq.fill(std::nan(""));
-  g.dk.fill(std::nan(""));
-  g.dv.fill(std::nan(""));
+// The backward's params on the forward's tensors, dout and the gradients' tensors g.
+AttentionBwdParams bwd_params(const Case& c, Tensors& t, const HostTensor& dout, Grads& g) {
   AttentionBwdParams p;
   p.q = t.q.view;
   p.k = t.k.view;
@@ -216,6 +212,16 @@ Grads run_backward(const Case& c, Tensors& t, const HostTensor& dout, GqaReducti
   p.dv = g.dv.view;
   p.mask = c.mask;
   p.softcap = c.softcap;
+  return p;
+}
+
+Grads run_backward(const Case& c, Tensors& t, const HostTensor& dout, GqaReduction red, bool det) {
+  Grads g{HostTensor(c.dt, {c.B, c.Sq, c.Hq, c.D}), HostTensor(c.dt, {c.B, c.Sk, c.Hkv, c.D}),
+          HostTensor(c.dt, {c.B, c.Sk, c.Hkv, c.Dv})};
+  g.dq.fill(std::nan(""));
+  g.dk.fill(std::nan(""));
+  g.dv.fill(std::nan(""));
+  AttentionBwdParams p = bwd_params(c, t, dout, g);
   p.gqa_reduction = red;
   p.deterministic = det;
   Status st = attention_backward(p);
@@ -317,17 +323,9 @@ TEST(AttentionBackward, UnknownGqaReductionIsAClearError) {
   ASSERT_OK(attention_forward(fwd_params(c, t)));
   HostTensor W(c.dt, {c.B, c.Sq, c.Hq, c.Dv});
   W.fill(1.0);
-  HostTensor dq(c.dt, {c.B, c.Sq, c.Hq, c.D}), dk(c.dt, {c.B, c.Sk, c.Hkv, c.D}), dv(c.dt, {c.B, c.Sk, c.Hkv, c.Dv});
-  AttentionBwdParams p;
-  p.q = t.q.view;
-  p.k = t.k.view;
-  p.v = t.v.view;
-  p.out = t.out.view;
-  p.lse = t.lse.view;
-  p.dout = W.view;
-  p.dq = dq.view;
-  p.dk = dk.view;
-  p.dv = dv.view;
+  Grads g{HostTensor(c.dt, {c.B, c.Sq, c.Hq, c.D}), HostTensor(c.dt, {c.B, c.Sk, c.Hkv, c.D}),
+          HostTensor(c.dt, {c.B, c.Sk, c.Hkv, c.Dv})};
+  AttentionBwdParams p = bwd_params(c, t, W, g);
   p.gqa_reduction = static_cast<GqaReduction>(9);
   const Status st = attention_backward(p);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
