@@ -74,7 +74,8 @@ struct PackedHeads<true> {
 
 // kPackedHeads: GQA's heads packed in the CTA (AttnBwdArgs::heads_per_cta_log2), a kernel of its
 // own: in the other, every head offset is the constant 0 and the visit loops compile as without
-// packing (the runtime form cost the MHA rows 1-2%: docs/perf/attention_bwd.md).
+// packing (with the packing decided at run time, bench_attention_bwd.py read the MHA rows 1-3%
+// lower; the probe could not tell it from noise: docs/perf/attention_bwd.md).
 template <class Traits, bool kPackedHeads = false>
 struct BwdTileInfo {
   static constexpr bool kPacked = kPackedHeads;
