@@ -13,6 +13,9 @@
 namespace attnkit::cuda {
 
 inline constexpr int kBwdBlockM = 64;  // query rows per tile of the backward (BwdTraits::kBlockM)
+// Keys per CTA of the backward (BwdTraits::kBlockN): 64 where D is split between the consumer
+// warpgroups (D 256), else 128.
+ATTNKIT_HD constexpr int bwd_block_n(int head_dim) { return head_dim > 128 ? 64 : 128; }
 
 struct AttnBwdArgs {
   const void* q = nullptr;

@@ -11,6 +11,7 @@
 #include "src/cuda/attention/bwd_workspace.hpp"
 #include "src/cuda/cuda_status.hpp"
 #include "src/cuda/attention/dispatch_common.hpp"
+#include "src/cuda/attention/launch_order.hpp"  // mask_varies_work
 #include "src/cuda/attention/tma_checks.hpp"
 #include "src/cuda/runtime.hpp"
 
@@ -39,10 +40,6 @@ int dq_chains(const AttentionBwdParams& p) {
   return p.deterministic && (p.q.size(-1) == 256 || sk >= 2048) ? 2 : 1;
 }
 
-bool masked(const AttentionBwdParams& p) {
-  return p.mask.causal || p.mask.window_left >= 0 || p.mask.window_right >= 0;
-}
-
 // AttnBwdArgs::heads_per_cta_log2 for these params: the group's log2 where GQA's heads are packed in
 // the CTA (kPacked; kAuto where packed_heads_rule says), else 0. (kPacked's group is checked a power
 // of two by attention_backward.)
@@ -55,9 +52,9 @@ int heads_per_cta_log2(const AttentionBwdParams& p, int num_sms) {
   if (p.gqa_reduction == GqaReduction::kPacked) return lg;
   if (p.gqa_reduction != GqaReduction::kAuto) return 0;
   const int64_t sk = varlen ? p.max_seqlen_k : p.k.size(1);
-  const int64_t block_n = p.q.size(-1) == 256 ? 64 : 128;  // BwdTraits::kBlockN
+  const int64_t block_n = bwd_block_n(static_cast<int>(p.q.size(-1)));
   const int64_t sequences = varlen ? p.cu_seqlens_q.size(0) - 1 : p.q.size(0);
-  return packed_heads_rule(hq, hkv, (sk + block_n - 1) / block_n, sequences, masked(p), num_sms) ? lg : 0;
+  return packed_heads_rule(hq, hkv, (sk + block_n - 1) / block_n, sequences, mask_varies_work(p.mask), num_sms) ? lg : 0;
 }
 
 // GQA's per-query-head buffers (AttnBwdArgs::split_dkv): asked for, or deterministic with atomics
@@ -121,7 +118,7 @@ Status attention_backward(const AttentionBwdParams& p) {
   if (a.batch > 65535)
     return Unsupported("cu_seqlens_q: the CUDA backward takes at most 65535 sequences per call, got " + std::to_string(a.batch));
   a.ordered_dq = ordered_dq(p);
-  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, masked(p), a.head_dim);
+  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, mask_varies_work(a.mask), a.head_dim);
   a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();
   a.split_dkv = split_dkv(p);

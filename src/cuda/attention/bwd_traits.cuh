@@ -41,7 +41,7 @@ struct BwdTraits {
   static constexpr int kHeadDim = kHeadDim_;
   static constexpr bool kSplitD = kHeadDim > 128;  // see above
   static constexpr int kBlockM = kBwdBlockM;       // query rows per streamed tile
-  static constexpr int kBlockN = kSplitD ? 64 : 128;  // keys per CTA
+  static constexpr int kBlockN = bwd_block_n(kHeadDim);  // keys per CTA
   static constexpr int kStages = kSplitD ? 1 : 2;     // Q and dO pipeline depth
   static constexpr int kDqBuffers = kSplitD ? 1 : 2;  // dQ staging buffers
   // The default mode's dQ adds into a zeroed dq_accum come from the consumers' registers
