@@ -15,7 +15,8 @@
 //                                    PROBE_HEADS=n: n heads instead of 2048 / D; PROBE_HKV=n:
 //                                    n kv heads (GQA; default: as many as query heads);
 //                                    PROBE_PACK=1: GQA's heads packed in the CTA (dK / dV in
-//                                    registers: AttnBwdArgs::heads_per_cta_log2), 0: atomics
+//                                    registers: AttnBwdArgs::heads_per_cta_log2), 0: atomics;
+//                                    PROBE_SPLIT=1: per-query-head dK / dV buffers (split_dkv)
 //   PROBE_DQ_AFTER_HEADS=0: the dq postprocess after the main kernel, not beside its tail
 //   (AttnBwdArgs::dq_after_heads, on by default as in the dispatcher); PROBE_PRE_SMS=n: the
 //   preprocess on n SMs beside the main kernel (AttnBwdArgs::preprocess_sms; 0: before it; by
@@ -79,6 +80,9 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   shape.heads_per_cta_log2 = pack;
   shape.batch = B; shape.sq = shape.sk = S; shape.heads_q = H; shape.heads_kv = Hkv; shape.head_dim = D; shape.ordered_dq = true;
   shape.dq_chains = 2;
+  // PROBE_SPLIT=1: GQA's dK / dV through per-query-head buffers (AttnBwdArgs::split_dkv), not atomics.
+  const char* split_env = std::getenv("PROBE_SPLIT");
+  a.split_dkv = shape.split_dkv = split_env && atoi(split_env) != 0;
   const BwdWorkspace ws(shape);
   char* base;
   cudaMalloc(&base, ws.total);
@@ -120,8 +124,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
     uint32_t hash, dk_hash;
     fingerprint(dq, n, sum, hash);
     fingerprint(dk, nk, dk_sum, dk_hash);
-    printf("D%-3d S%-5d B%-2d H%-3d Hkv%-3d pack%d %-6s %-4s %-5s pre%-3d %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  dk sum %.6e hash %08x  err=%s\n",
-           D, S, B, H, Hkv, pack, causal ? "causal" : "",
+    printf("D%-3d S%-5d B%-2d H%-3d Hkv%-3d pack%d%s %-6s %-4s %-5s pre%-3d %7.3f ms %6.1f TFLOP/s  dq sum %.6e hash %08x  dk sum %.6e hash %08x  err=%s\n",
+           D, S, B, H, Hkv, pack, a.split_dkv ? " split" : "", causal ? "causal" : "",
            mode == 0 ? "" : mode == 1 ? "det1" : mode == 2 ? "det2" : mode == 3 ? "claim" : "zero", a.dq_after_heads ? "after" : "", a.preprocess_sms,
            ms, flops / ms / 1e9, sum, hash, dk_sum, dk_hash, cudaGetErrorString(cudaGetLastError()));
     cudaEventDestroy(e0); cudaEventDestroy(e1);
