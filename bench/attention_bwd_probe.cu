@@ -16,6 +16,8 @@
 //                                    n kv heads (GQA; default: as many as query heads);
 //                                    PROBE_PACK=1: GQA's heads packed in the CTA (dK / dV in
 //                                    registers: AttnBwdArgs::heads_per_cta_log2), 0: atomics;
+//                                    PROBE_PACK_LOG2=n: 2^n heads a CTA (less than a group:
+//                                    atomics over the group's CTAs);
 //                                    PROBE_SPLIT=1: per-query-head dK / dV buffers (split_dkv)
 //   PROBE_DQ_AFTER_HEADS=0: the dq postprocess after the main kernel, not beside its tail
 //   (AttnBwdArgs::dq_after_heads, on by default as in the dispatcher); PROBE_PRE_SMS=n: the
@@ -75,6 +77,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   const char* pack_env = std::getenv("PROBE_PACK");
   int pack = 0;
   if (Hkv != H && pack_env && atoi(pack_env) != 0) while ((Hkv << pack) < H) ++pack;
+  // PROBE_PACK_LOG2=n: 2^n query heads a CTA, fewer than the group (dK / dV still atomics).
+  if (const char* e = std::getenv("PROBE_PACK_LOG2")) pack = atoi(e);
   a.heads_per_cta_log2 = pack;
   BwdShape shape;
   shape.heads_per_cta_log2 = pack;

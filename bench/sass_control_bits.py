@@ -5,6 +5,7 @@ instruction as two 64-bit words; the fields are bits 41-63 of the second), e.g.
 
     cuobjdump -sass PROGRAM > k.sass
     python3 bench/sass_control_bits.py k.sass 'attention_bwd_kernel.*Li128E.*DenseBwd' --after 'REDG.E.ADD.F32x4'
+    python3 bench/sass_control_bits.py k.sass KERNEL_REGEX --after 'REDG' --at 0xe520
     python3 bench/sass_control_bits.py k.sass KERNEL_REGEX --range 0x1600 0x1770
 
 --after follows the code from the last instruction matching the pattern (unconditional branches
@@ -49,6 +50,7 @@ def main():
     ap.add_argument("sass")
     ap.add_argument("kernel", help="regex on the mangled name")
     ap.add_argument("--after", help="regex of an instruction: where its scoreboard is first waited for")
+    ap.add_argument("--at", help="with --after: start from the matching instruction at this address, not the last one")
     ap.add_argument("--range", nargs=2, help="print the instructions between two addresses")
     args = ap.parse_args()
     found = False
@@ -63,7 +65,8 @@ def main():
                 if lo <= a <= hi_addr:
                     print(describe(a, s, hi))
         if args.after:
-            hits = [k for k, (a, s, hi) in enumerate(ins) if re.search(args.after, s)]
+            hits = [k for k, (a, s, hi) in enumerate(ins)
+                    if re.search(args.after, s) and (args.at is None or a == int(args.at, 0))]
             if not hits:
                 print(f"no instruction matches {args.after!r}")
                 continue
