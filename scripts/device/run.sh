@@ -61,7 +61,7 @@ if has build; then
   if echo "$flagged" | grep -q "^library"; then
     echo "   ptxas: spills or C75xx in library kernels (see the end of ptxas.log)"; status=1
   elif [ -n "$flagged" ]; then
-    echo "   ptxas: spills in $(echo "$flagged" | grep -c .) test-only instantiation(s), no library kernel (see the end of ptxas.log)"
+    echo "   ptxas: spills or C75xx in $(echo "$flagged" | grep -c .) test-only instantiation(s), no library kernel (see the end of ptxas.log)"
   fi
   for o in $(find $BUILD_DIR -name "*.cu.o"); do  # SASS check
     echo "$o: $(cuobjdump -sass "$o" 2>/dev/null | grep -c HGMMA) HGMMA, $(cuobjdump -sass "$o" 2>/dev/null | grep -cE 'LDL|STL') local-memory ops" >>"$OUT/ptxas.log"
