@@ -227,7 +227,7 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
   rows.push_back({"gdn chunk bwd, kept [gpu]", "B4 T8192 H16 K=V=128 bf16", ms_bk, fmt("%.3f Mtok/s", B * T / ms_bk / 1e3)});
   for (void* ptr : {dq, dk, dvv, dgd, dbd, bws, kept, kws, kbws}) cudaFree(ptr);
 
-  // bwd_dhu at issue 6's first shape (B2 T8192 H16, scalar gate) on the first two sequences'
+  // bwd_dhu at issue 6's first shape (B2 T8192 H16, no gate and scalar gate) on the first two sequences'
   // rows: w and dv from v, do from o (values do not change the kernel's time).
   const int64_t Bd = 2, nt = T / 64;
   void *dh, *dv2;
@@ -243,6 +243,11 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
   u.g = TensorView::contiguous(gd, DType::kFloat32, dev, {Bd, T, H});
   u.dh = TensorView::contiguous(dh, DType::kBFloat16, dev, {Bd, nt, H, D, D});
   u.dv2 = TensorView::contiguous(dv2, DType::kBFloat16, dev, {Bd, T, H, D});
+  GdnBwdDhuParams u_none = u;  // issue 6's no-gate case first (the first bwd_dhu launch, for ncu -c 1)
+  u_none.g = TensorView{};
+  const double ms_dhu_none = median_event_ms(reps, [&] { return gdn_bwd_dhu(u_none); });
+  rows.push_back({"gdn bwd_dhu [gpu]", "B2 T8192 H16 K=V=128 bf16, no gate", ms_dhu_none,
+                  fmt("%.3f Mtok/s", Bd * T / ms_dhu_none / 1e3)});
   const double ms_dhu = median_event_ms(reps, [&] { return gdn_bwd_dhu(u); });
   rows.push_back({"gdn bwd_dhu [gpu]", "B2 T8192 H16 K=V=128 bf16, g", ms_dhu, fmt("%.3f Mtok/s", Bd * T / ms_dhu / 1e3)});
   for (void* ptr : {q, k, v, o, gd, bd, ht, ws, dh, dv2}) cudaFree(ptr);
