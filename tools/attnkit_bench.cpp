@@ -243,7 +243,9 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
   u.g = TensorView::contiguous(gd, DType::kFloat32, dev, {Bd, T, H});
   u.dh = TensorView::contiguous(dh, DType::kBFloat16, dev, {Bd, nt, H, D, D});
   u.dv2 = TensorView::contiguous(dv2, DType::kBFloat16, dev, {Bd, T, H, D});
-  GdnBwdDhuParams u_none = u;  // issue 6's no-gate case first (the first bwd_dhu launch, for ncu -c 1)
+  // Issue 6's no-gate case first: its warm-up is the program's first 32-column bwd_dhu launch (ncu
+  // --kernel-name-base mangled -k 'regex:gdn_bwd_dhu_kernel.*Li128ELi32E' -c 1 profiles it).
+  GdnBwdDhuParams u_none = u;
   u_none.g = TensorView{};
   const double ms_dhu_none = median_event_ms(reps, [&] { return gdn_bwd_dhu(u_none); });
   rows.push_back({"gdn bwd_dhu [gpu]", "B2 T8192 H16 K=V=128 bf16, no gate", ms_dhu_none,
