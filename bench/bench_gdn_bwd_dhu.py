@@ -2,7 +2,10 @@
 flash-linear-attention's chunk_gated_delta_rule_bwd_dhu in one process: issue 6's shapes
 (K = V = 128, bf16 rows, fp32 in-chunk cumulative gates, dht given, dh0 returned).
 
-    python3 bench/bench_gdn_bwd_dhu.py [--out DIR]
+    python3 bench/bench_gdn_bwd_dhu.py [--out DIR] [--fla-only]
+
+--fla-only times FLA alone (no attnkit op build needed: FLA's wheels are enough), e.g. to learn
+where a device puts the bar.
 
 Both sides get the same tensors; FLA takes base-2 gates and so does attnkit's Python wrapper (it
 converts them for the op). Inputs are shaped like the real pass's: unit keys, w = beta * k, so
@@ -18,7 +21,6 @@ import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
 
-import attnkit
 from bench_attention import device_meta, write_rows
 from bench_gdn_chunk import fla_op, graph_ms, rms_ratio
 
@@ -53,7 +55,10 @@ def make_inputs(B, T, H, gate, dev="cuda"):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
+    ap.add_argument("--fla-only", action="store_true", help="time FLA alone")
     args = ap.parse_args()
+    if not args.fla_only:
+        import attnkit
     fla_dhu = fla_op("fla.ops.common.chunk_delta_h", "chunk_gated_delta_rule_bwd_dhu")
     meta = device_meta()
     rows = []
@@ -61,17 +66,20 @@ def main():
     for name, B, T, H, gate, bar in CASES:
         q, k, w, do, dv, g, gk, dht = make_inputs(B, T, H, gate)
         kw = dict(g=g, gk=gk, h0=dht, dht=dht, scale=D ** -0.5)
-        ours = lambda: attnkit.chunk_gated_delta_rule_bwd_dhu(q, k, w, do, dv, **kw)
-        res = ours()
-        ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
-        g_ms = graph_ms(ours)
+        ms, g_ms, res = float("nan"), None, None
+        if not args.fla_only:
+            ours = lambda: attnkit.chunk_gated_delta_rule_bwd_dhu(q, k, w, do, dv, **kw)
+            res = ours()
+            ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
+            g_ms = graph_ms(ours)
         fla_ms, rel, fla_g_ms = float("nan"), [float("nan")] * 3, None
         if fla_dhu is not None:
             fla = lambda: fla_dhu(q, k, w, do, dv, **kw)
             want = fla()
             fla_ms = do_bench(fla, warmup=25, rep=200, return_mode="median")
             fla_g_ms = graph_ms(fla)
-            rel = [rms_ratio(a, b) for a, b in zip(res, want)]
+            if res is not None:
+                rel = [rms_ratio(a, b) for a, b in zip(res, want)]
         speedup = fla_ms / ms
         graph_speedup = fla_g_ms / g_ms if g_ms and fla_g_ms else None
         rows.append(dict(meta, op="gdn_bwd_dhu", case=name, B=B, T=T, H=H, K=D, V=D, gate=gate, ms=ms, fla_ms=fla_ms,
