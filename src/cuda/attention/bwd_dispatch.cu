@@ -122,7 +122,7 @@ Status attention_backward(const AttentionBwdParams& p) {
   a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();
   a.split_dkv = split_dkv(p);
-  if (p.gqa_reduction == GqaReduction::kPacked && a.heads_q != a.heads_kv && group_log2(a.heads_q, a.heads_kv) < 0)
+  if (p.gqa_reduction == GqaReduction::kPacked && group_log2(a.heads_q, a.heads_kv) < 0)
     return InvalidArgument("gqa_reduction: kPacked needs the query heads per kv head to be a power of two, got " +
                            std::to_string(a.heads_q) + " / " + std::to_string(a.heads_kv));
   a.heads_per_cta_log2 = heads_per_cta_log2(p, a.num_sms);

@@ -90,7 +90,7 @@ CUTE_DEVICE void bwd_dq_writer(const BwdParams<Traits, Variant>& params, typenam
       constexpr bool kPacked = Variant::template Tile<T>::kPacked;
       const BwdCta cta = bwd_cta_unhoisted<kPacked>(a);
       fence_proxy_async_global();  // the bulk adds (async proxy) before the release (generic)
-      const int heads = kPacked ? 1 << a.heads_per_cta_log2 : 1;  // the CTA's query heads
+      const int heads = cta_query_heads<kPacked>(a);
       for (int h = 0; h < heads; ++h) red_release_add(a.dq_heads_done + cta.batch * a.heads_q + cta.head + h, 1);
     }
   }

@@ -32,7 +32,7 @@ CUTE_DEVICE void wait_for_preprocess(const AttnBwdArgs& a) {
   const BwdCta cta = bwd_cta_unhoisted<kPacked>(a);
   const SeqInfo seq(a, cta.batch);
   const int tiles = (seq.seqlen_q + Traits::kBlockM - 1) / Traits::kBlockM;
-  for (int h = 0; h < (kPacked ? 1 << a.heads_per_cta_log2 : 1); ++h)  // (tile 0 always counts)
+  for (int h = 0; h < cta_query_heads<kPacked>(a); ++h)  // (tile 0 always counts)
     wait_for_count(a.preprocessed_tiles + cta.batch * a.heads_q + cta.head + h, tiles > 0 ? tiles : 1);
 }
 

@@ -54,6 +54,11 @@ CUTE_DEVICE unsigned ctaid_unhoisted() {
   else asm volatile("mov.u32 %0, %%ctaid.z;" : "=r"(v));
   return v;
 }
+// The CTA's query heads: its group in the packed kernel, else one.
+template <bool kPacked>
+CUTE_DEVICE int cta_query_heads(const AttnBwdArgs& a) {
+  return kPacked ? 1 << a.heads_per_cta_log2 : 1;
+}
 template <bool kPacked>
 CUTE_DEVICE BwdCta bwd_cta_unhoisted(const AttnBwdArgs& a) {
   return packed_heads<kPacked>(bwd_cta_at(ctaid_unhoisted<0>(), ctaid_unhoisted<1>(), ctaid_unhoisted<2>(), a.heads_per_group_log2), a);
