@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "attnkit/flex.hpp"
@@ -20,8 +21,11 @@ using namespace flex_probe;
 
 namespace {
 
+const char* g_only = nullptr;  // argv[2]: run only the row of that name (e.g. under ncu)
+
 void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, bool alibi, bool causal,
-         int64_t window, bool block_mask, int64_t doc_len = 0) {
+         int64_t window, bool block_mask, int64_t doc_len = 0, int64_t mask_window = -2) {
+  if (g_only && std::string(name) != g_only) return;
   const int64_t D = 128;
   Buffer q(B * hq * sq * D * 2), k(B * hkv * sk * D * 2), v(B * hkv * sk * D * 2), o(B * hq * sq * D * 2),
       lse(B * hq * sq * 4), slopes(hq * 4), doc_q(B * sq * 4), doc_kv(B * sk * 4);
@@ -48,7 +52,7 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
     p.mods.document_ids_kv = on_gpu(doc_kv.p, DType::kInt32, {B, sk});
   }
   p.mods.sliding_window = window;
-  const std::unique_ptr<BlockMask> bm = block_mask ? std::make_unique<BlockMask>(sq, window, doc_len) : nullptr;
+  const std::unique_ptr<BlockMask> bm = block_mask ? std::make_unique<BlockMask>(sq, mask_window == -2 ? window : mask_window, doc_len) : nullptr;
   if (bm) p.block_mask = bm->view();
   Buffer ws(flex_forward_workspace_size(p));
   p.workspace = Workspace{ws.p, flex_forward_workspace_size(p)};
@@ -62,7 +66,17 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
 
 }  // namespace
 
-int main() {
+// `diag` adds rows that split the sparse masks' cost per visited block (docs/perf/flex_fwd.md,
+// "Where the sliding window's time goes"): the noop at 9 key tiles a row (as the sliding window
+// visits), and the sliding window's BlockMask without its mask mods (the traversal alone).
+// `ROWS NAME` (ROWS: diag or anything else) runs only the row NAME, e.g. under ncu.
+int main(int argc, char** argv) {
+  if (argc > 2) g_only = argv[2];
+  if (argc > 1 && std::string(argv[1]) == "diag") {
+    run("noop_s1152_b14", 14, 16, 16, 1152, 1152, false, false, -1, false);
+    run("band_no_mods", 1, 16, 16, 16384, 16384, false, false, -1, true, 0, 1024);
+    run("band_causal_only", 1, 16, 16, 16384, 16384, false, true, -1, true, 0, 1024);
+  }
   run("noop", 1, 16, 16, 16384, 16384, false, false, -1, false);
   run("causal", 1, 16, 16, 16384, 16384, false, true, -1, true);
   run("sliding1024", 1, 16, 16, 16384, 16384, false, true, 1024, true);

@@ -228,6 +228,55 @@ struct FlexScores {
     }
   }
 
+  // A mask part that keeps, in each row, the keys up to (kUpper) or from (!kUpper) an edge:
+  // edge(row) is the row's last / first visible key. One 32-bit compare per score against the
+  // row's edge moved to the thread's first column (a score's column offset from there is a
+  // constant once unrolled), as the softmax kernel's causal mask (apply_mask_bounds), instead of
+  // the generic per-element call on clamped 64-bit positions. Rows past Sq are not clamped (never
+  // stored); keys past Sk are masked after the parts. Positions are below 2^30.
+  template <bool kUpper, class TensorS, class TensorC, class Edge>
+  CUTE_DEVICE void edge_pass(TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, Edge&& edge) const {
+    const int c0 = get<1>(coord_rc(0, 0));
+    CUTE_UNROLL
+    for (int mi = 0; mi < size<0>(s_rc); ++mi) {
+      const int e = edge(row0 + get<0>(coord_rc(mi, 0))) - col0 - c0;
+      CUTE_UNROLL
+      for (int ni = 0; ni < size<1>(s_rc); ++ni) {
+        const int c = get<1>(coord_rc(mi, ni)) - c0;
+        if (kUpper ? c > e : c < e) s_rc(mi, ni) = -INFINITY;
+      }
+    }
+  }
+
+  // One catalog mask part over the tile. Causal, prefix-LM and the sliding window keep an edge
+  // per row (edge_pass), and are skipped where they hold on this warpgroup's whole box of scores
+  // (its 64 rows x kBlockN keys: holds_on_box), as the flex backward does: of the sliding
+  // window's two partial tiles a row visits, each needs one of its two parts. The packed
+  // instantiation's rows are several heads' queries: the generic pass there.
+  template <class Part, class TensorS, class TensorC>
+  CUTE_DEVICE void mask_part(const Part& part, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
+                             int sk) const {
+    constexpr bool kEdge = std::is_same_v<Part, CausalMaskMod> || std::is_same_v<Part, PrefixLmMaskMod> ||
+                           std::is_same_v<Part, SlidingWindowMaskMod>;
+    if constexpr (kEdge && !kPackedHeads) {
+      const int q_lo = row0 + 64 * wg;
+      if (holds_on_box(part, q_lo, q_lo + 63, col0, col0 + Traits::kBlockN - 1)) return;
+      if constexpr (std::is_same_v<Part, CausalMaskMod>) {
+        edge_pass<true>(s_rc, coord_rc, row0, col0, [](int q) { return q; });  // kv <= q
+      } else if constexpr (std::is_same_v<Part, PrefixLmMaskMod>) {
+        const int last = int(part.prefix_lengths[tile.batch * part.stride]) - 1;  // kv <= q || kv < prefix
+        edge_pass<true>(s_rc, coord_rc, row0, col0, [&](int q) { return max(q, last); });
+      } else {
+        const int w = int(min<int64_t>(part.window, int64_t(1) << 30));  // q - kv <= window
+        edge_pass<false>(s_rc, coord_rc, row0, col0, [&](int q) { return q - w; });
+      }
+    } else if constexpr (std::is_same_v<Part, DocumentMaskMod> && !kPackedHeads) {
+      document_pass(part, s_rc, coord_rc, row0, col0, sq, sk);  // packed rows: each its own query
+    } else {
+      mask_pass(part, s_rc, coord_rc, row0, col0, sq, sk);
+    }
+  }
+
   // s = -inf where mod(b, h, q, kv) is false.
   template <class Mod, class TensorS, class TensorC>
   CUTE_DEVICE void mask_pass(const Mod& mod, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0, int sq,
@@ -262,12 +311,7 @@ struct FlexScores {
     const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !tile.is_full(i);
     if (use_mask) {
       if constexpr (has_parts_v<MaskMod>) {
-        f.mask_mod.for_each_part([&](const auto& part) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(part)>, DocumentMaskMod> && !kPackedHeads)
-            document_pass(part, s_rc, coord_rc, row0, col0, sq, sk);  // packed rows: each its own query
-          else
-            mask_pass(part, s_rc, coord_rc, row0, col0, sq, sk);
-        });
+        f.mask_mod.for_each_part([&](const auto& part) { mask_part(part, s_rc, coord_rc, row0, col0, sq, sk); });
       } else if constexpr (!is_no_mask_v<MaskMod>) {
         mask_pass(f.mask_mod, s_rc, coord_rc, row0, col0, sq, sk);
       }
