@@ -43,16 +43,22 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
   p.lse = on_gpu(lse.p, DType::kFloat32, {B, hq, sq});
   if (alibi) p.mods.alibi_slopes = on_gpu(slopes.p, DType::kFloat32, {hq});
   p.mods.causal = causal;
+  std::vector<int32_t> ids;  // doc_len > 0: documents of doc_len tokens; < 0: -doc_len of random lengths (B1, Sq = Sk)
+  if (doc_len < 0) ids = random_documents(sq, int(-doc_len));
   if (doc_len > 0) {
-    std::vector<int32_t> ids(B * std::max(sq, sk));
+    ids.resize(B * std::max(sq, sk));
     for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i % std::max(sq, sk) / doc_len);
+  }
+  if (doc_len != 0) {
     cudaMemcpy(doc_q.p, ids.data(), B * sq * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(doc_kv.p, ids.data(), B * sk * 4, cudaMemcpyHostToDevice);
     p.mods.document_ids_q = on_gpu(doc_q.p, DType::kInt32, {B, sq});
     p.mods.document_ids_kv = on_gpu(doc_kv.p, DType::kInt32, {B, sk});
   }
   p.mods.sliding_window = window;
-  const std::unique_ptr<BlockMask> bm = block_mask ? std::make_unique<BlockMask>(sq, mask_window == -2 ? window : mask_window, doc_len) : nullptr;
+  const std::unique_ptr<BlockMask> bm = !block_mask ? nullptr
+                                       : doc_len < 0 ? std::make_unique<BlockMask>(sq, ids)
+                                                     : std::make_unique<BlockMask>(sq, mask_window == -2 ? window : mask_window, doc_len);
   if (bm) p.block_mask = bm->view();
   Buffer ws(flex_forward_workspace_size(p));
   p.workspace = Workspace{ws.p, flex_forward_workspace_size(p)};
@@ -81,6 +87,7 @@ int main(int argc, char** argv) {
   run("causal", 1, 16, 16, 16384, 16384, false, true, -1, true);
   run("sliding1024", 1, 16, 16, 16384, 16384, false, true, 1024, true);
   run("document_causal", 1, 16, 16, 16384, 16384, false, true, -1, true, 2048);
+  run("document_random", 1, 16, 16, 16384, 16384, false, true, -1, true, -8);
   run("alibi_causal", 1, 16, 16, 16384, 16384, true, true, -1, true);
   run("gqa_dec_noop", 8, 32, 8, 1, 16384, false, false, -1, false);
   run("gqa_dec_alibi", 8, 32, 8, 1, 16384, true, false, -1, false);
