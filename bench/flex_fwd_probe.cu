@@ -21,6 +21,7 @@ using namespace flex_probe;
 
 namespace {
 
+constexpr int64_t kAllFull = -3;  // run()'s mask_window: a BlockMask listing every block as full
 const char* g_only = nullptr;  // argv[2]: run only the row of that name (e.g. under ncu)
 
 void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, bool alibi, bool causal,
@@ -57,6 +58,7 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
   }
   p.mods.sliding_window = window;
   const std::unique_ptr<BlockMask> bm = !block_mask ? nullptr
+                                       : mask_window == kAllFull ? std::make_unique<BlockMask>(sq, BlockMask::AllFull{})
                                        : doc_len < 0 ? std::make_unique<BlockMask>(sq, ids)
                                                      : std::make_unique<BlockMask>(sq, mask_window == -2 ? window : mask_window, doc_len);
   if (bm) p.block_mask = bm->view();
@@ -82,6 +84,7 @@ int main(int argc, char** argv) {
     run("noop_s1152_b14", 14, 16, 16, 1152, 1152, false, false, -1, false);
     run("band_no_mods", 1, 16, 16, 16384, 16384, false, false, -1, true, 0, 1024);
     run("band_causal_only", 1, 16, 16, 16384, 16384, false, true, -1, true, 0, 1024);
+    run("blockmask_all_full", 1, 16, 16, 16384, 16384, false, false, -1, true, 0, kAllFull);
   }
   run("noop", 1, 16, 16, 16384, 16384, false, false, -1, false);
   run("causal", 1, 16, 16, 16384, 16384, false, true, -1, true);

@@ -57,6 +57,14 @@ struct BlockMask {
     }
     upload();
   }
+  // Every block of an s x s score matrix listed as full (the BlockMask path with dense rows).
+  struct AllFull {};
+  BlockMask(int64_t s, AllFull) : nb(s / 128) {
+    num.assign(nb, 0); full_num.assign(nb, int32_t(nb)); idx.assign(nb * nb, 0); full_idx.assign(nb * nb, 0);
+    for (int64_t qb = 0; qb < nb; ++qb)
+      for (int64_t kb = 0; kb < nb; ++kb) full_idx[qb * nb + kb] = int32_t(nb - 1 - kb);
+    upload();
+  }
   void upload() {
     auto up = [](const std::vector<int32_t>& v) {
       auto b = std::make_unique<Buffer>(v.size() * 4);

@@ -89,14 +89,16 @@ struct FlexTile : FlexTileShared {
   CUTE_DEVICE bool skip() const { return m_block * Traits::kBlockM >= seq.seqlen_q; }
   CUTE_DEVICE int sub() const { return f.block_mask ? f.tiles_per_block : 1; }  // key tiles per block
   CUTE_DEVICE int num_key_tiles() const { return count; }
-  CUTE_DEVICE bool is_full(int i) const { return (first + i) / sub() >= n_partial; }
+  // (Both run per key tile in the consumers: no division where a block is one key tile.)
+  CUTE_DEVICE bool is_full(int i) const { return first + i >= n_partial * sub(); }
   CUTE_DEVICE int key_tile(int i) const {
     const int j = first + i;
     if (!f.block_mask) return n_partial - 1 - j;  // the last tile first, as the dense path
-    const int block = j / f.tiles_per_block;
+    const int per = f.tiles_per_block;
+    const int block = per == 1 ? j : j / per;
     const int kb = block < n_partial ? f.partial.row(batch, head, m_block)[block * f.partial.index_stride[3]]
                                      : f.full.row(batch, head, m_block)[(block - n_partial) * f.full.index_stride[3]];
-    return kb * f.tiles_per_block + j % f.tiles_per_block;
+    return per == 1 ? kb : kb * per + (j - block * per);
   }
 };
 
