@@ -24,6 +24,9 @@ namespace {
 constexpr int64_t kAllFull = -3;  // run()'s mask_window: a BlockMask listing every block as full
 const char* g_only = nullptr;  // argv[2]: run only the row of that name (e.g. under ncu)
 
+// One row. doc_len > 0: documents of doc_len tokens, < 0: -doc_len documents of random lengths.
+// The BlockMask (block_mask) follows the mods (window, documents) unless mask_window says
+// otherwise: a window of its own for the lists alone (the mods may then be off), or kAllFull.
 void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, bool alibi, bool causal,
          int64_t window, bool block_mask, int64_t doc_len = 0, int64_t mask_window = -2) {
   if (g_only && std::string(name) != g_only) return;
@@ -76,7 +79,8 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
 
 // `diag` adds rows that split the sparse masks' cost per visited block (docs/perf/flex_fwd.md,
 // "Where the sliding window's time goes"): the noop at 9 key tiles a row (as the sliding window
-// visits), and the sliding window's BlockMask without its mask mods (the traversal alone).
+// visits), the sliding window's BlockMask without its mask mods (the traversal alone) and with the
+// causal part only, and a BlockMask listing every block as full (the traversal at long rows).
 // `ROWS NAME` (ROWS: diag or anything else) runs only the row NAME, e.g. under ncu.
 int main(int argc, char** argv) {
   if (argc > 2) g_only = argv[2];
