@@ -21,14 +21,15 @@ using namespace flex_probe;
 
 namespace {
 
-constexpr int64_t kAllFull = -3;  // run()'s mask_window: a BlockMask listing every block as full
+constexpr int64_t kMaskFollowsMods = -2;  // run()'s mask_window: the BlockMask of the mods' window / documents
+constexpr int64_t kAllFull = -3;          // run()'s mask_window: a BlockMask listing every block as full
 const char* g_only = nullptr;  // argv[2]: run only the row of that name (e.g. under ncu)
 
 // One row. doc_len > 0: documents of doc_len tokens, < 0: -doc_len documents of random lengths.
 // The BlockMask (block_mask) follows the mods (window, documents) unless mask_window says
 // otherwise: a window of its own for the lists alone (the mods may then be off), or kAllFull.
 void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, bool alibi, bool causal,
-         int64_t window, bool block_mask, int64_t doc_len = 0, int64_t mask_window = -2) {
+         int64_t window, bool block_mask, int64_t doc_len = 0, int64_t mask_window = kMaskFollowsMods) {
   if (g_only && std::string(name) != g_only) return;
   const int64_t D = 128;
   Buffer q(B * hq * sq * D * 2), k(B * hkv * sk * D * 2), v(B * hkv * sk * D * 2), o(B * hq * sq * D * 2),
@@ -63,7 +64,7 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
   const std::unique_ptr<BlockMask> bm = !block_mask ? nullptr
                                        : mask_window == kAllFull ? std::make_unique<BlockMask>(sq, BlockMask::AllFull{})
                                        : doc_len < 0 ? std::make_unique<BlockMask>(sq, ids)
-                                                     : std::make_unique<BlockMask>(sq, mask_window == -2 ? window : mask_window, doc_len);
+                                                     : std::make_unique<BlockMask>(sq, mask_window == kMaskFollowsMods ? window : mask_window, doc_len);
   if (bm) p.block_mask = bm->view();
   Buffer ws(flex_forward_workspace_size(p));
   p.workspace = Workspace{ws.p, flex_forward_workspace_size(p)};

@@ -263,14 +263,17 @@ struct FlexScores {
     if constexpr (kEdge && !kPackedHeads) {
       const int q_lo = row0 + 64 * wg;
       if (holds_on_box(part, q_lo, q_lo + 63, col0, col0 + Traits::kBlockN - 1)) return;
+      // The band parts' bounds come from diagonal_band (lo <= q - kv <= hi), as in the backward:
+      // causal keeps kv <= q - lo, the window kv >= q - hi (a window past 2^30 is no edge).
       if constexpr (std::is_same_v<Part, CausalMaskMod>) {
-        edge_pass<true>(s_rc, coord_rc, row0, col0, [](int q) { return q; });  // kv <= q
+        const int lo = int(diagonal_band(part).lo);
+        edge_pass<true>(s_rc, coord_rc, row0, col0, [&](int q) { return q - lo; });
       } else if constexpr (std::is_same_v<Part, PrefixLmMaskMod>) {
         const int last = int(part.prefix_lengths[tile.batch * part.stride]) - 1;  // kv <= q || kv < prefix
         edge_pass<true>(s_rc, coord_rc, row0, col0, [&](int q) { return max(q, last); });
       } else {
-        const int w = int(min<int64_t>(part.window, int64_t(1) << 30));  // q - kv <= window
-        edge_pass<false>(s_rc, coord_rc, row0, col0, [&](int q) { return q - w; });
+        const int hi = int(min<int64_t>(diagonal_band(part).hi, int64_t(1) << 30));
+        edge_pass<false>(s_rc, coord_rc, row0, col0, [&](int q) { return q - hi; });
       }
     } else if constexpr (std::is_same_v<Part, DocumentMaskMod> && !kPackedHeads) {
       document_pass(part, s_rc, coord_rc, row0, col0, sq, sk);  // packed rows: each its own query
