@@ -51,6 +51,8 @@ Inputs make_inputs(const Case& c) {
     t->randn(rng);
     *t = t->to(c.dt).to(DType::kFloat64);  // every run sees the same 16-bit values
   }
+  if (c.broadcast_kv)
+    for (HostTensor* t : {&in.k, &in.v}) copy_batch0_everywhere(*t);
   return in;
 }
 
@@ -129,6 +131,9 @@ Status gpu_run(const Case& c, const Inputs& in, const HostTensor& out, const Hos
   p.softcap = c.softcap;
   p.gqa_reduction = red;
   p.deterministic = deterministic;
+  if (c.odd_unit_strides)
+    for (TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse, &p.dout, &p.dq, &p.dk, &p.dv}) set_odd_unit_strides(*t);
+  if (c.broadcast_kv) p.k.strides[0] = p.v.strides[0] = 0;  // the gradients stay one per batch
   std::unique_ptr<DeviceTensor> dcq, dck;
   if (in.varlen) {
     dcq = std::make_unique<DeviceTensor>(in.cuq);
@@ -182,6 +187,13 @@ TEST_F(AttentionBwdGpu, HeadDimsAndAwkwardLengths) {
 
 TEST_F(AttentionBwdGpu, CausalBothAlignmentsWindowsSoftcap) {
   for (const Case& c : mask_cases()) check(c);
+}
+
+TEST_F(AttentionBwdGpu, OddUnitStridesAndBroadcastKv) {
+  for (const Case& c : unusual_stride_cases()) {
+    check(c, GqaReduction::kAtomic);
+    if (c.Hq != c.Hkv) check(c, GqaReduction::kSplit);
+  }
 }
 
 TEST_F(AttentionBwdGpu, GqaAtomicAndSplitFp16AndStrides) {

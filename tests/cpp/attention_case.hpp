@@ -1,6 +1,7 @@
 // tests/cpp/attention_case.hpp — one softmax attention test case of the GPU suites (forward and
 // backward): shapes, mask, softcap, dtype, layout, varlen lengths, and a readable name.
 #pragma once
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,14 +17,57 @@ struct Case {
   DType dt = DType::kBFloat16;
   bool strided = false;             // BHSD memory seen as BSHD
   std::vector<int64_t> lq, lk;      // varlen lengths (B = lq.size())
+  bool odd_unit_strides = false;    // the GPU run's size-1 dims carry strides of 3 elements (never stepped)
+  bool broadcast_kv = false;        // one batch of K and V, seen by every batch through a batch stride of 0
   std::string name() const {
     return "B" + std::to_string(B) + " Sq" + std::to_string(Sq) + " Sk" + std::to_string(Sk) + " Hq" + std::to_string(Hq) +
            " Hkv" + std::to_string(Hkv) + " D" + std::to_string(D) + (mask.causal ? " causal" : "") +
            (mask.align == CausalAlign::kTopLeft ? "-topleft" : "") + " win(" + std::to_string(mask.window_left) + "," +
            std::to_string(mask.window_right) + ")" + (softcap > 0 ? " softcap" : "") + (dt == DType::kFloat16 ? " fp16" : " bf16") +
-           (strided ? " strided" : "") + (lq.empty() ? "" : " varlen");
+           (strided ? " strided" : "") + (lq.empty() ? "" : " varlen") + (odd_unit_strides ? " odd-unit-strides" : "") +
+           (broadcast_kv ? " broadcast-kv" : "");
   }
 };
+
+// Strides a caller may legally pass but no kernel may use: a size-1 dim's (torch gives them any
+// value, e.g. after unsqueeze or as_strided) set to 3 elements, which no 16-byte rule admits.
+inline void set_odd_unit_strides(TensorView& v) {
+  for (int d = 0; d + 1 < v.ndim; ++d)
+    if (v.sizes[d] == 1) v.strides[d] = 3;
+}
+
+// K or V [B, S, H, D] (float64, contiguous) with every batch a copy of batch 0, so that a view of
+// batch 0 with batch stride 0 (torch's expand) holds the same values.
+inline void copy_batch0_everywhere(HostTensor& t) {
+  const size_t chunk = t.buf.size() / static_cast<size_t>(t.view.sizes[0]);
+  for (int64_t b = 1; b < t.view.sizes[0]; ++b) std::copy_n(t.buf.begin(), chunk, t.buf.begin() + b * chunk);
+}
+
+// MQA / single-head shapes with B = 1 whose size-1 dims carry odd strides, and K / V broadcast over
+// the batch (stride 0): views torch produces that the TMA descriptors must still describe.
+inline std::vector<Case> unusual_stride_cases() {
+  std::vector<Case> cases;
+  for (auto [hq, hkv] : {std::pair{1, 1}, std::pair{4, 1}})
+    for (int64_t D : {64, 128, 256}) {
+      Case c;
+      c.D = D;
+      c.Hq = hq;
+      c.Hkv = hkv;
+      c.Sq = c.Sk = 200;
+      c.mask.causal = hq == 4;
+      c.odd_unit_strides = true;
+      cases.push_back(c);
+    }
+  Case b;
+  b.B = 3;
+  b.Hq = 4;
+  b.Hkv = 2;
+  b.Sq = 150;
+  b.Sk = 260;
+  b.broadcast_kv = true;
+  cases.push_back(b);
+  return cases;
+}
 
 // The case lists the forward and backward suites share.
 // Every head dim x awkward lengths (1, 17, 63/65, 127/1000, a multiple of the tiles).

@@ -57,6 +57,9 @@ Run run(const Case& c, const HostTensor& q, const HostTensor& k, const HostTenso
   p.out = dout.view;
   p.lse = dlse.view;
   p.workspace = {ws.ptr, ws.bytes};
+  if (c.odd_unit_strides)
+    for (TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse}) set_odd_unit_strides(*t);
+  if (c.broadcast_kv) p.k.strides[0] = p.v.strides[0] = 0;
   if (varlen) {
     dcq = std::make_unique<DeviceTensor>(*cuq);
     dck = std::make_unique<DeviceTensor>(*cuk);
@@ -94,6 +97,10 @@ void check(const Case& c) {
   q.randn(rng);
   k.randn(rng);
   v.randn(rng);
+  if (c.broadcast_kv) {
+    copy_batch0_everywhere(k);
+    copy_batch0_everywhere(v);
+  }
   q = q.to(c.dt).to(DType::kFloat64);  // every run sees the same 16-bit values
   k = k.to(c.dt).to(DType::kFloat64);
   v = v.to(c.dt).to(DType::kFloat64);
@@ -114,6 +121,10 @@ TEST_F(AttentionGpu, HeadDimsAndAwkwardLengths) {
 
 TEST_F(AttentionGpu, CausalBothAlignmentsWindowsSoftcap) {
   for (const Case& c : mask_cases()) check(c);
+}
+
+TEST_F(AttentionGpu, OddUnitStridesAndBroadcastKv) {
+  for (const Case& c : unusual_stride_cases()) check(c);
 }
 
 TEST_F(AttentionGpu, GqaRatiosFp16AndStrides) {
