@@ -67,7 +67,9 @@ void set_mods(Args& f, const ScoreMod& score_mod, const MaskMod& mask_mod) {
 }  // namespace detail
 
 template <DType kDType, int kHeadDim, class ScoreMod, class MaskMod>
-Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod, const MaskMod& mask_mod) {
+Status flex_forward_with_mods(const FlexFwdParams& caller, const ScoreMod& score_mod, const MaskMod& mask_mod) {
+  FlexFwdParams p = caller;  // its size-1 dims' strides as the TMA descriptors need them (tma_checks.hpp)
+  normalize_unit_strides(p.q, p.k, p.v, p.out, p.lse);
   ATTNKIT_RETURN_IF_ERROR(validate(p));
   ATTNKIT_RETURN_IF_ERROR((detail::check_instantiation<kDType, kHeadDim>(p.q, "cuda::flex_forward_with_mods")));
   AttnFwdArgs a;
@@ -83,7 +85,9 @@ Status flex_forward_with_mods(const FlexFwdParams& p, const ScoreMod& score_mod,
 }
 
 template <DType kDType, int kHeadDim, class ScoreMod, class MaskMod>
-Status flex_backward_with_mods(const FlexBwdParams& p, const ScoreMod& score_mod, const MaskMod& mask_mod) {
+Status flex_backward_with_mods(const FlexBwdParams& caller, const ScoreMod& score_mod, const MaskMod& mask_mod) {
+  FlexBwdParams p = caller;
+  normalize_unit_strides(p.q, p.k, p.v, p.out, p.lse, p.dout, p.dq, p.dk, p.dv);
   ATTNKIT_RETURN_IF_ERROR(validate(p));
   ATTNKIT_RETURN_IF_ERROR((detail::check_instantiation<kDType, kHeadDim>(p.q, "cuda::flex_backward_with_mods")));
   AttnBwdArgs a;

@@ -92,7 +92,9 @@ cudaError_t launch_for_head_dim(int d, const AttnBwdArgs& a) {
 
 size_t attention_backward_workspace_size(const AttentionBwdParams& p) { return BwdWorkspace(shape_of(p)).total; }
 
-Status attention_backward(const AttentionBwdParams& p) {
+Status attention_backward(const AttentionBwdParams& caller) {
+  AttentionBwdParams p = caller;
+  normalize_unit_strides(p.q, p.k, p.v, p.out, p.lse, p.dout, p.dq, p.dk, p.dv);
   ATTNKIT_RETURN_IF_ERROR(check_dtype_and_head_dim(p.q, p.v, {64, 128, 256}, "the CUDA backward"));
   const int64_t D = p.q.size(-1);
   ATTNKIT_RETURN_IF_ERROR(check_bwd_tma_operands(p));

@@ -32,7 +32,9 @@ cudaError_t launch_for_head_dim(int d, const AttnFwdArgs& a) {
 
 }  // namespace
 
-Status attention_forward(const AttentionFwdParams& p) {
+Status attention_forward(const AttentionFwdParams& caller) {
+  AttentionFwdParams p = caller;
+  normalize_unit_strides(p.q, p.k, p.v, p.out, p.lse);
   ATTNKIT_RETURN_IF_ERROR(check_dtype_and_head_dim(p.q, p.v, {64, 128, 256}, "the CUDA forward"));
   const int64_t D = p.q.size(-1);
   for (auto [t, name] : {std::pair{&p.q, "q"}, std::pair{&p.k, "k"}, std::pair{&p.v, "v"}, std::pair{&p.out, "out"}})

@@ -20,6 +20,20 @@ inline Status check_tma_operand(const TensorView& t, const char* name) {
   return Status::Ok();
 }
 
+// A size-1 dim is never stepped, so its stride is the caller's free choice (torch leaves any value
+// there, e.g. after unsqueeze or as_strided), but a TMA descriptor takes every dim's stride and
+// needs multiples of 16 bytes: an odd one failed the launch (error 715; AttentionGpu.OddUnitStrides-
+// AndBroadcastKv). The kernels see the stride a contiguous tensor would have there instead.
+inline void normalize_unit_strides(TensorView& t) {
+  for (int d = t.ndim - 2; d >= 0; --d)
+    if (t.sizes[d] == 1) t.strides[d] = t.sizes[d + 1] * t.strides[d + 1];
+}
+template <class... Views>
+void normalize_unit_strides(TensorView& t, Views&... rest) {
+  normalize_unit_strides(t);
+  (normalize_unit_strides(rest), ...);
+}
+
 // Every tensor a backward kernel loads or stores (AttentionBwdParams or FlexBwdParams).
 template <class BwdParams>
 Status check_bwd_tma_operands(const BwdParams& p) {

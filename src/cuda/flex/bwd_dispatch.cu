@@ -43,7 +43,9 @@ cudaError_t launch(int64_t d, const AttnBwdArgs& a, const CatalogBwdVariant::Arg
 
 size_t flex_backward_workspace_size(const FlexBwdParams& p) { return flex::FlexBwdPlan(p).ws.total; }
 
-Status flex_backward(const FlexBwdParams& p) {
+Status flex_backward(const FlexBwdParams& caller) {
+  FlexBwdParams p = caller;
+  normalize_unit_strides(p.q, p.k, p.v, p.out, p.lse, p.dout, p.dq, p.dk, p.dv);
   AttnBwdArgs a;
   ATTNKIT_RETURN_IF_ERROR(flex::fill_bwd_args(p, a));
   CatalogBwdVariant::Args f;

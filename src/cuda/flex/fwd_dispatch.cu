@@ -37,7 +37,9 @@ Status forward(const FlexFwdParams& p, const AttnFwdArgs& a, const CatalogVarian
 
 }  // namespace
 
-Status flex_forward(const FlexFwdParams& p) {
+Status flex_forward(const FlexFwdParams& caller) {
+  FlexFwdParams p = caller;
+  normalize_unit_strides(p.q, p.k, p.v, p.out, p.lse);
   AttnFwdArgs a;
   ATTNKIT_RETURN_IF_ERROR(flex::fill_fwd_args(p, a));
   CatalogVariant::Args f;
