@@ -189,6 +189,10 @@ TEST_F(AttentionBwdGpu, CausalBothAlignmentsWindowsSoftcap) {
   for (const Case& c : mask_cases()) check(c);
 }
 
+TEST_F(AttentionBwdGpu, EmptyDims) {
+  for (const Case& c : empty_dim_cases()) check(c);
+}
+
 TEST_F(AttentionBwdGpu, OddUnitStridesAndBroadcastKv) {
   for (const Case& c : unusual_stride_cases()) {
     check(c, GqaReduction::kAtomic);

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,24 @@ inline std::vector<Case> unusual_stride_cases() {
   b.Sk = 260;
   b.broadcast_kv = true;
   cases.push_back(b);
+  return cases;
+}
+
+// Empty dims the caller may pass: no keys (every row empty: O = 0, LSE = -inf, zero gradients),
+// no queries, no batch.
+inline std::vector<Case> empty_dim_cases() {
+  std::vector<Case> cases;
+  for (auto [b, sq, sk] : {std::tuple{2, 70, 0}, std::tuple{2, 0, 70}, std::tuple{0, 70, 70}})
+    for (int64_t D : {64, 128, 256}) {
+      Case c;
+      c.B = b;
+      c.Sq = sq;
+      c.Sk = sk;
+      c.D = D;
+      c.Hq = 4;
+      c.Hkv = 2;
+      cases.push_back(c);
+    }
   return cases;
 }
 

@@ -123,6 +123,10 @@ TEST_F(AttentionGpu, CausalBothAlignmentsWindowsSoftcap) {
   for (const Case& c : mask_cases()) check(c);
 }
 
+TEST_F(AttentionGpu, EmptyDims) {
+  for (const Case& c : empty_dim_cases()) check(c);
+}
+
 TEST_F(AttentionGpu, OddUnitStridesAndBroadcastKv) {
   for (const Case& c : unusual_stride_cases()) check(c);
 }
