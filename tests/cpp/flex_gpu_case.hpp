@@ -25,13 +25,14 @@ struct FlexGpuCase {
   int64_t block_k = 128;
   MaskFn block_pattern;  // set: the BlockMask lists this pattern instead of the catalog mask
   int num_splits = 0;    // the GPU run's FlexFwdParams::num_splits (short queries: split-KV)
+  bool odd_unit_strides = false;  // the GPU run's size-1 dims carry strides of 3 elements (never stepped)
   std::string name() const {
     return "B" + std::to_string(B) + " Hq" + std::to_string(Hq) + " Hkv" + std::to_string(Hkv) + " Sq" + std::to_string(Sq) +
            " Sk" + std::to_string(Sk) + " D" + std::to_string(D) + (dt == DType::kFloat16 ? " fp16" : " bf16") +
            (causal ? " causal" : "") + (prefix ? " prefix" : "") + (document ? " doc" : "") + (alibi ? " alibi" : "") +
            (rel_bias ? " rel_bias" : "") + (window >= 0 ? " window" + std::to_string(window) : "") +
            (softcap > 0 ? " softcap" : "") + " blockmask" + std::to_string(block_mask) + (full_blocks ? "+full" : "") +
-           " bk" + std::to_string(block_k) + " splits" + std::to_string(num_splits);
+           " bk" + std::to_string(block_k) + " splits" + std::to_string(num_splits) + (odd_unit_strides ? " odd-unit-strides" : "");
   }
 };
 

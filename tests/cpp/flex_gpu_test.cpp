@@ -6,6 +6,7 @@
 // the reference row is empty. Outputs and the workspace are poisoned with NaN before each launch.
 #include <algorithm>
 #include <memory>
+#include <tuple>
 
 #include "flex_gpu_case.hpp"
 #include "src/cuda/flex/split_plan.hpp"
@@ -52,6 +53,10 @@ Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const Ho
     p.block_mask = dbm->view();
   }
   p.num_splits = c.num_splits;
+  if (c.odd_unit_strides)  // size-1 dims' strides: any value torch may leave there (unsqueeze, as_strided)
+    for (TensorView* t : {&p.q, &p.k, &p.v, &p.out, &p.lse})
+      for (int d = 0; d + 1 < t->ndim; ++d)
+        if (t->sizes[d] == 1) t->strides[d] = 3;
   DeviceScratch ws(flex_forward_workspace_size(p));
   p.workspace = ws.workspace();
   const Status st = flex_attention_forward(p);
@@ -98,6 +103,24 @@ TEST_F(FlexGpu, GqaRatiosFp16AndWideBlocks) {
   f.causal = true;
   f.window = 50;
   check(f);
+}
+
+// B = 1 with one KV head (and one query head, or four: the short-query path packs them) whose
+// size-1 dims carry odd strides: the TMA descriptors must still describe them.
+TEST_F(FlexGpu, OddUnitStrides) {
+  for (auto [hq, sq, sk] : {std::tuple{1, 300, 300}, std::tuple{4, 300, 300}, std::tuple{4, 16, 700}})
+    for (int64_t D : {64, 128}) {
+      FlexGpuCase c;
+      c.B = 1;
+      c.Hq = hq;
+      c.Hkv = 1;
+      c.Sq = sq;
+      c.Sk = sk;
+      c.D = D;
+      c.causal = sq == sk;
+      c.odd_unit_strides = true;
+      check(c);
+    }
 }
 
 TEST_F(FlexGpu, UnlistedBlocksSkippedAndFullBlocksSkipMaskMod) { check(sparse_pattern_case()); }
