@@ -23,9 +23,16 @@ cudaError_t launch_fwd(const AttnFwdArgs& a, const typename Variant::Args& extra
   FwdParams<T, Variant> p;
   p.args = a;
   p.extra = extra;
+  p.args.num_m_blocks = (a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM;
+  const int64_t tiles = int64_t(p.args.num_m_blocks) * a.heads_q * a.batch * num_splits_of(extra);
+  if (tiles == 0) return cudaSuccess;  // no query rows: nothing to write (and no TMA descriptor of an empty dim)
+  if (tiles > INT32_MAX) return cudaErrorInvalidValue;
+  p.args.num_tiles = static_cast<int>(tiles);
+  // No keys (Sk = 0): every row is empty and no key tile is loaded, but a TMA descriptor needs
+  // extents >= 1 (the driver refuses 0), as in bwd_launch.cuh.
   p.shape_q = make_shape(a.seqlen_q, kHeadDim, a.heads_q, batch_dim);
-  p.shape_k = make_shape(a.seqlen_k, kHeadDim, a.heads_kv, batch_dim);
-  p.shape_vt = make_shape(kHeadDim, a.seqlen_k, a.heads_kv, batch_dim);
+  p.shape_k = make_shape(std::max(a.seqlen_k, 1), kHeadDim, a.heads_kv, batch_dim);
+  p.shape_vt = make_shape(kHeadDim, std::max(a.seqlen_k, 1), a.heads_kv, batch_dim);
   Tensor mQ = make_tensor(make_gmem_ptr(static_cast<Element const*>(a.q)), p.shape_q,
                           make_stride(a.q_stride[1], _1{}, a.q_stride[2], bstride(a.q_stride, a.seqlen_q)));
   Tensor mK = make_tensor(make_gmem_ptr(static_cast<Element const*>(a.k)), p.shape_k,
@@ -36,11 +43,6 @@ cudaError_t launch_fwd(const AttnFwdArgs& a, const typename Variant::Args& extra
   p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename T::SmemLayoutK{}), Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename T::SmemLayoutVt{}), Shape<Int<kHeadDim>, Int<T::kBlockN>>{}, _1{});
 
-  p.args.num_m_blocks = (a.max_seqlen_q + T::kBlockM - 1) / T::kBlockM;
-  const int64_t tiles = int64_t(p.args.num_m_blocks) * a.heads_q * a.batch * num_splits_of(extra);
-  if (tiles == 0) return cudaSuccess;
-  if (tiles > INT32_MAX) return cudaErrorInvalidValue;
-  p.args.num_tiles = static_cast<int>(tiles);
   if constexpr (std::is_same_v<typename Variant::template Tile<T>, TileInfo<T>>)  // the variants whose tiles honour it
     p.args.heads_per_group_log2 = head_group_log2(mask_varies_work(a.mask), p.args.num_m_blocks, a.heads_q, a.num_sms);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, a.num_sms)));  // persistent CTAs
