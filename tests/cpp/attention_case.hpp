@@ -88,6 +88,16 @@ inline std::vector<Case> empty_dim_cases() {
   return cases;
 }
 
+// Runs check() on every empty-dim case and expects no TMA descriptor of an empty dim to have been
+// asked for (the driver refuses it and CuTe prints the refusal to stderr).
+template <class Check>
+void check_empty_dims_without_tma_refusals(Check&& check) {
+  testing::internal::CaptureStderr();
+  for (const Case& c : empty_dim_cases()) check(c);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("TMA descriptor"), std::string::npos) << err;
+}
+
 // The case lists the forward and backward suites share.
 // Every head dim x awkward lengths (1, 17, 63/65, 127/1000, a multiple of the tiles).
 inline std::vector<Case> head_dim_and_length_cases() {
