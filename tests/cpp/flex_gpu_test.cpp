@@ -123,6 +123,25 @@ TEST_F(FlexGpu, OddUnitStrides) {
     }
 }
 
+// No keys (every row empty: O = 0, LSE = -inf), no queries, no batch; short queries without keys
+// too (the split-KV plan). Also: no TMA descriptor of an empty dim (the driver refuses it and CuTe
+// prints the refusal to stderr).
+TEST_F(FlexGpu, EmptyDims) {
+  testing::internal::CaptureStderr();
+  for (auto [b, sq, sk] : {std::tuple{2, 300, 0}, std::tuple{2, 16, 0}, std::tuple{2, 0, 300}, std::tuple{0, 300, 300}})
+    for (int64_t D : {64, 128}) {
+      FlexGpuCase c;
+      c.B = b;
+      c.Sq = sq;
+      c.Sk = sk;
+      c.D = D;
+      c.block_mask = 0;
+      check(c);
+    }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("TMA descriptor"), std::string::npos) << err;
+}
+
 TEST_F(FlexGpu, UnlistedBlocksSkippedAndFullBlocksSkipMaskMod) { check(sparse_pattern_case()); }
 
 // The short-query path (Sq <= 64): keys split over CTAs, then combined. Each case runs split
