@@ -205,11 +205,13 @@ struct ChunkOptions {
   int64_t row_pad = 0;          // > 0: q, k, v rows padded (the element-wise load path)
   DType h0_dtype = DType::kFloat32;
   int num_segments = 0;         // GdnFwdParams::num_segments
+  bool odd_unit_strides = false;  // size-1 dims of q, k, v, out given strides of 3 elements (never stepped)
 };
 
 // The chunked forward on the GPU: d's inputs to the device, its outputs (NaN-poisoned first) back
 // as o and ht (ht empty without a final state).
-void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::vector<double>& ht, int num_segments = 0) {
+void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::vector<double>& ht, int num_segments = 0,
+               bool odd_unit_strides = false) {
   DeviceGdn g(d);
   g.out->poison();
   if (g.ht) g.ht->poison();
@@ -218,6 +220,10 @@ void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::
   p.out = g.dev.out.view;
   p.num_segments = num_segments;
   if (g.ht) p.final_state = g.dev.ht.view;
+  if (odd_unit_strides)
+    for (TensorView* t : {&p.in.q, &p.in.k, &p.in.v, &p.out})
+      for (int dim = 0; dim + 1 < t->ndim; ++dim)
+        if (t->sizes[dim] == 1) t->strides[dim] = 3;
   const DeviceScratch ws(gdn_forward_workspace_size(p));  // the WY kernel's w, u, gamma
   p.workspace = ws.workspace();
   const Status st = gdn_forward(p);
@@ -242,7 +248,7 @@ void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
   if (c.h0 && opt.h0_dtype != d.h0.view.dtype) d.h0 = d.h0.to(opt.h0_dtype);
   std::vector<double> o_ref, ht_ref, o, h;
   gdn_oracle(c, d, o_ref, ht_ref);
-  ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h, opt.num_segments));
+  ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h, opt.num_segments, opt.odd_unit_strides));
   ASSERT_TRUE(all_finite(o)) << "unwritten or non-finite outputs";
   EXPECT_LT(rel_rms(o, o_ref), 0.005);
   if (!c.final_state) return;
@@ -530,6 +536,17 @@ TEST_F(GdnChunkGpu, VFirstStateFusedGateBetaLogitNoInitialState) {
   c.l2norm = false;  // unit keys from make_gdn
   c.h0 = true;
   check_chunk(c);
+}
+
+// One sequence and one head whose size-1 dims carry odd strides (torch may leave any there): the
+// row loads must still be right (and take the TMA path: src/cuda/unit_strides.hpp).
+TEST_F(GdnChunkGpu, OddUnitStrides) {
+  for (int64_t D : {64, 128}) {
+    GdnCase c = chunk_case(DType::kBFloat16, D, 200);
+    c.B = 1;
+    c.H = c.HV = 1;
+    check_chunk(c, {.odd_unit_strides = true});
+  }
 }
 
 TEST_F(GdnChunkGpu, UnalignedRowsAndBf16InitialState) {

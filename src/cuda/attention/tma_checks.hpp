@@ -7,6 +7,7 @@
 
 #include "attnkit/status.hpp"
 #include "attnkit/tensor.hpp"
+#include "src/cuda/unit_strides.hpp"
 
 namespace attnkit::cuda {
 
@@ -18,20 +19,6 @@ inline Status check_tma_operand(const TensorView& t, const char* name) {
       return InvalidArgument(std::string(name) + ": the CUDA kernels need strides that are multiples of 16 bytes, got " +
                              std::to_string(t.strides[d]) + " elements at dim " + std::to_string(d));
   return Status::Ok();
-}
-
-// A size-1 dim is never stepped, so its stride is the caller's free choice (torch leaves any value
-// there, e.g. after unsqueeze or as_strided), but a TMA descriptor takes every dim's stride and
-// needs multiples of 16 bytes: an odd one failed the launch (error 715; AttentionGpu.OddUnitStrides-
-// AndBroadcastKv). The kernels see the stride a contiguous tensor would have there instead.
-inline void normalize_unit_strides(TensorView& t) {
-  for (int d = t.ndim - 2; d >= 0; --d)
-    if (t.sizes[d] == 1) t.strides[d] = t.sizes[d + 1] * t.strides[d + 1];
-}
-template <class... Views>
-void normalize_unit_strides(TensorView& t, Views&... rest) {
-  normalize_unit_strides(t);
-  (normalize_unit_strides(rest), ...);
 }
 
 // Every tensor a backward kernel loads or stores (AttentionBwdParams or FlexBwdParams).

@@ -13,6 +13,7 @@
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
 #include "src/cuda/gdn/chunk_host.hpp"
 #include "src/cuda/gdn/host_tensors.hpp"
+#include "src/cuda/unit_strides.hpp"
 #include "src/cuda/runtime.hpp"
 
 namespace attnkit::cuda {
@@ -89,7 +90,9 @@ size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams& p) {
   return static_cast<size_t>(num_seqs(p) * 8 + 255) / 256 * 256;
 }
 
-Status gdn_bwd_dhu(const GdnBwdDhuParams& p) {
+Status gdn_bwd_dhu(const GdnBwdDhuParams& caller) {
+  GdnBwdDhuParams p = caller;
+  normalize_unit_strides(p.q, p.k, p.w, p.dout, p.dv, p.dv2);
   ATTNKIT_RETURN_IF_ERROR(check_supported(p));
   const bool varlen = p.cu_seqlens.defined();
   const int64_t K = p.q.size(3), V = p.dout.size(3), HV = p.dout.size(2), seqs = num_seqs(p);

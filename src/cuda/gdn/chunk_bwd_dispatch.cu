@@ -18,6 +18,7 @@
 #include "src/cuda/gdn/chunk_bwd_args.cuh"
 #include "src/cuda/gdn/chunk_host.hpp"
 #include "src/cuda/gdn/host_tensors.hpp"
+#include "src/cuda/unit_strides.hpp"
 
 namespace attnkit::cuda {
 namespace gdn {
@@ -252,7 +253,9 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
 
 size_t gdn_backward_workspace_size(const GdnBwdParams& p) { return BwdWorkspace(p).total; }
 
-Status gdn_backward(const GdnBwdParams& p) {
+Status gdn_backward(const GdnBwdParams& caller) {
+  GdnBwdParams p = caller;
+  normalize_unit_strides(p.in.q, p.in.k, p.in.v, p.dout, p.dq, p.dk, p.dv);
   ATTNKIT_RETURN_IF_ERROR(check_supported(p));
   if (p.in.A_log.defined() && (p.dA_log.dtype != DType::kFloat32 || p.ddt_bias.dtype != DType::kFloat32))
     return Unsupported("dA_log: the CUDA chunked backward writes float32 dA_log and ddt_bias");

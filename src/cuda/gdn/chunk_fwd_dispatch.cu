@@ -13,6 +13,7 @@
 #include "src/cuda/gdn/chunk_fwd_plan.hpp"
 #include "src/cuda/gdn/chunk_host.hpp"
 #include "src/cuda/gdn/host_tensors.hpp"
+#include "src/cuda/unit_strides.hpp"
 
 namespace attnkit::cuda {
 namespace gdn {
@@ -146,7 +147,9 @@ size_t gdn_intermediates_size(const GdnInputs& in) {
   return at.total;
 }
 
-Status gdn_forward(const GdnFwdParams& p) {
+Status gdn_forward(const GdnFwdParams& caller) {
+  GdnFwdParams p = caller;
+  normalize_unit_strides(p.in.q, p.in.k, p.in.v, p.out);
   ATTNKIT_RETURN_IF_ERROR(check_supported(p));
   const GdnInputs& in = p.in;
   const int64_t K = in.q.size(3);
