@@ -30,13 +30,6 @@ struct Case {
   }
 };
 
-// Strides a caller may legally pass but no kernel may use: a size-1 dim's (torch gives them any
-// value, e.g. after unsqueeze or as_strided) set to 3 elements, which no 16-byte rule admits.
-inline void set_odd_unit_strides(TensorView& v) {
-  for (int d = 0; d + 1 < v.ndim; ++d)
-    if (v.sizes[d] == 1) v.strides[d] = 3;
-}
-
 // K or V [B, S, H, D] (float64, contiguous) with every batch a copy of batch 0, so that a view of
 // batch 0 with batch stride 0 (torch's expand) holds the same values.
 inline void copy_batch0_everywhere(HostTensor& t) {
@@ -86,16 +79,6 @@ inline std::vector<Case> empty_dim_cases() {
       cases.push_back(c);
     }
   return cases;
-}
-
-// Runs check() on every empty-dim case and expects no TMA descriptor of an empty dim to have been
-// asked for (the driver refuses it and CuTe prints the refusal to stderr).
-template <class Check>
-void check_empty_dims_without_tma_refusals(Check&& check) {
-  testing::internal::CaptureStderr();
-  for (const Case& c : empty_dim_cases()) check(c);
-  const std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(err.find("TMA descriptor"), std::string::npos) << err;
 }
 
 // The case lists the forward and backward suites share.

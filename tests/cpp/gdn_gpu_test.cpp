@@ -221,9 +221,7 @@ void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::
   p.num_segments = num_segments;
   if (g.ht) p.final_state = g.dev.ht.view;
   if (odd_unit_strides)
-    for (TensorView* t : {&p.in.q, &p.in.k, &p.in.v, &p.out})
-      for (int dim = 0; dim + 1 < t->ndim; ++dim)
-        if (t->sizes[dim] == 1) t->strides[dim] = 3;
+    for (TensorView* t : {&p.in.q, &p.in.k, &p.in.v, &p.out}) set_odd_unit_strides(*t);
   const DeviceScratch ws(gdn_forward_workspace_size(p));  // the WY kernel's w, u, gamma
   p.workspace = ws.workspace();
   const Status st = gdn_forward(p);

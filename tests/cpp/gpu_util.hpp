@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <string>
 
 #include "test_util.hpp"
 
@@ -96,6 +97,23 @@ inline void expect_grads_within_cpu16_error(const std::array<const HostTensor*, 
     EXPECT_LE(gpu_err, 2 * cpu_err + 1e-3 * std::max(1.0, max_abs(vr)))
         << names[i] << ": gpu max err " << gpu_err << " vs cpu-16bit " << cpu_err << " (max |ref| " << max_abs(vr) << ")";
   }
+}
+
+// Strides a caller may legally pass but no kernel may use: a size-1 dim's (torch gives them any
+// value, e.g. after unsqueeze or as_strided) set to 3 elements, which no 16-byte rule admits.
+inline void set_odd_unit_strides(TensorView& v) {
+  for (int d = 0; d + 1 < v.ndim; ++d)
+    if (v.sizes[d] == 1) v.strides[d] = 3;
+}
+
+// Runs body() and expects no TMA descriptor to have been refused meanwhile (the driver refuses an
+// empty dim or a stride that is no multiple of 16 bytes, and CuTe prints the refusal to stderr).
+template <class Body>
+void expect_no_tma_refusals(Body&& body) {
+  testing::internal::CaptureStderr();
+  body();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("TMA descriptor"), std::string::npos) << err;
 }
 
 }  // namespace attnkit::test
