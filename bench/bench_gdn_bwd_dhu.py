@@ -2,10 +2,11 @@
 flash-linear-attention's chunk_gated_delta_rule_bwd_dhu in one process: issue 6's shapes
 (K = V = 128, bf16 rows, fp32 in-chunk cumulative gates, dht given, dh0 returned).
 
-    python3 bench/bench_gdn_bwd_dhu.py [--out DIR] [--fla-only]
+    python3 bench/bench_gdn_bwd_dhu.py [--out DIR] [--fla-only] [--lib build/tools/libattnkit_c.so]
 
 --fla-only times FLA alone (no attnkit op build needed: FLA's wheels are enough), e.g. to learn
-where a device puts the bar.
+where a device puts the bar. --lib calls attnkit through the C ABI (tools/capi.cpp) instead of the
+torch op: a CUDA build's libattnkit_c.so is enough, no op library.
 
 Both sides get the same tensors; FLA takes base-2 gates and so does attnkit's Python wrapper (it
 converts them for the op). Inputs are shaped like the real pass's: unit keys, w = beta * k, so
@@ -13,7 +14,7 @@ dh stays finite and the two sides' results can be compared (RMS(attnkit - FLA) /
 Timing: triton's do_bench median, and each side replayed from a CUDA graph (GPU time without
 Python's launch overhead).
 """
-import argparse, math, os, sys
+import argparse, ctypes, math, os, sys
 
 sys.path.insert(0, os.environ.get("FLA_SRC", "/tmp/site"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -52,13 +53,43 @@ def make_inputs(B, T, H, gate, dev="cuda"):
     return q, k, w, do, dv, g, gk, dht
 
 
+def c_abi_dhu(path):
+    """attnkit's bwd_dhu through the C ABI, called like the torch op's wrapper (base-2 gates in)."""
+    f = ctypes.CDLL(path).attnkit_c_gdn_bwd_dhu
+    P, I64 = ctypes.c_void_p, ctypes.c_int64
+    f.argtypes = [P] * 11 + [I64] * 6 + [ctypes.c_int, ctypes.c_double, P, ctypes.c_char_p, ctypes.c_int]
+    err = ctypes.create_string_buffer(512)
+    ptr = lambda t: None if t is None else t.data_ptr()
+
+    def run(q, k, w, do, dv, g=None, gk=None, h0=None, dht=None, scale=None):
+        B, T, H, K = q.shape
+        HV, V = do.shape[2], do.shape[3]
+        ln2 = math.log(2.0)
+        g = g * ln2 if g is not None else None
+        gk = gk * ln2 if gk is not None else None
+        dh = q.new_empty(B, (T + 63) // 64, HV, K, V)
+        dh0 = torch.empty(B, HV, K, V, device=q.device) if h0 is not None else None
+        dv2 = torch.empty_like(dv)
+        rc = f(ptr(q), ptr(k), ptr(w), ptr(do), ptr(dv), ptr(g), ptr(gk), ptr(dht), ptr(dh), ptr(dh0), ptr(dv2),
+               B, T, H, HV, K, V, 0 if q.dtype == torch.bfloat16 else 1, scale or -1.0,
+               torch.cuda.current_stream().cuda_stream, err, 512)
+        if rc:
+            raise RuntimeError(err.value.decode())
+        return dh, dh0, dv2
+    return run
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     ap.add_argument("--fla-only", action="store_true", help="time FLA alone")
+    ap.add_argument("--lib", help="libattnkit_c.so: attnkit through the C ABI instead of the torch op")
     args = ap.parse_args()
-    if not args.fla_only:
+    if args.lib:
+        attnkit_dhu = c_abi_dhu(args.lib)
+    elif not args.fla_only:
         import attnkit
+        attnkit_dhu = attnkit.chunk_gated_delta_rule_bwd_dhu
     fla_dhu = fla_op("fla.ops.common.chunk_delta_h", "chunk_gated_delta_rule_bwd_dhu")
     meta = device_meta()
     rows = []
@@ -68,7 +99,7 @@ def main():
         kw = dict(g=g, gk=gk, h0=dht, dht=dht, scale=D ** -0.5)
         ms, g_ms, res = float("nan"), None, None
         if not args.fla_only:
-            ours = lambda: attnkit.chunk_gated_delta_rule_bwd_dhu(q, k, w, do, dv, **kw)
+            ours = lambda: attnkit_dhu(q, k, w, do, dv, **kw)
             res = ours()
             ms = do_bench(ours, warmup=25, rep=200, return_mode="median")
             g_ms = graph_ms(ours)
