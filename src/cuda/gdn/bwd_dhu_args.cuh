@@ -31,8 +31,15 @@ struct BwdDhuArgs {
   float scale = 1.f;
   bool vec16 = false;                     // q, k, w, dout, dv rows 16-byte aligned: TMA, else cp.async
   bool dv2_vec16 = false;                 // dv2 rows 16-byte aligned
-  bool dh_vec16 = false;                  // dh rows (K-first, unit v stride) 16-byte aligned
+  bool dh_vec16 = false;                  // dh rows (K-first, unit v stride) 16-byte aligned: TMA stores
+  int dh_chunks = 0, dh_batch = 0;        // dh's chunk and batch extents (its TMA descriptor)
 };
+
+// dh as (k, v, chunk, value head, batch), v contiguous: the TMA store of a [DK, BV] tile.
+using DhShape = Shape<int32_t, int32_t, int32_t, int32_t, int32_t>;
+using DhStride = Stride<int64_t, _1, int64_t, int64_t, int64_t>;
+template <class Element>
+using DhGmem = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)), DhShape{}, DhStride{}));
 
 // The kernel's parameters: the arguments and, for one (element, DK, BV), the rows' TMA descriptors
 // (built when vec16; unused otherwise). T: BwdDhuTraits.
@@ -42,6 +49,8 @@ struct BwdDhuParams {
   RowsShape shape_qk, shape_w, shape_v;  // (t, d, head, batch) of q / k, w, do / dv (row_tma.cuh)
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_do, tma_dv;
+  DhShape shape_dh;                      // built when dh_vec16
+  typename T::TmaDh tma_dh;
 };
 
 }  // namespace attnkit::cuda::gdn

@@ -119,6 +119,8 @@ Status gdn_bwd_dhu(const GdnBwdDhuParams& caller) {
   a.dh_sc = p.dh.strides[1];
   a.dh_sh = p.dh.strides[2];
   gdn::state_strides(p.dh, p.state_layout, a.dh_sk, a.dh_sv);
+  a.dh_chunks = static_cast<int>(p.dh.size(1));
+  a.dh_batch = static_cast<int>(p.dh.size(0));
   a.dh_vec16 = a.dh_sv == 1 && reinterpret_cast<uintptr_t>(p.dh.data) % 16 == 0 &&
                (a.dh_sb % 8 | a.dh_sc % 8 | a.dh_sh % 8 | a.dh_sk % 8) == 0;
   if (p.dh0.defined()) {

@@ -46,6 +46,16 @@ void make_row_tmas(BwdDhuParams<T>& p, const BwdDhuArgs& a, int batch) {
   p.tma_dv = make_rows_tma<Element, typename T::LayoutRowsBV>(a.dv, p.shape_v);
 }
 
+// dh's TMA store (bwd_dhu_args.cuh's DhShape); a batch of one gets any valid stride.
+template <class T>
+void make_dh_tma(BwdDhuParams<T>& p, const BwdDhuArgs& a, int64_t K, int64_t V) {
+  using Element = typename T::Element;
+  p.shape_dh = make_shape(int32_t(K), int32_t(V), int32_t(a.dh_chunks), a.HV, int32_t(a.dh_batch));
+  const int64_t sb = a.dh_batch == 1 ? a.dh_sc * a.dh_chunks : a.dh_sb;
+  Tensor g = make_tensor(make_gmem_ptr(static_cast<Element*>(a.dh)), p.shape_dh, make_stride(a.dh_sk, _1{}, a.dh_sc, a.dh_sh, sb));
+  p.tma_dh = make_tma_copy(SM90_TMA_STORE{}, g, typename T::LayoutDh{}, Shape<Int<T::kDK>, Int<T::kBV>>{}, _1{});
+}
+
 template <class Element, int kDK, int kBV>
 cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
   using T = BwdDhuTraits<Element, kDK, kBV>;
@@ -57,6 +67,7 @@ cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
   if (a.vec16) {
     make_row_tmas(p, a, a.cu_seqlens ? 1 : a.num_seqs);
   }
+  if (a.dh_vec16 && a.dh_chunks > 0) make_dh_tma(p, a, kDK, int64_t(a.v_blocks) * kBV);
   const cudaError_t ok = ensure_dynamic_smem<gdn_bwd_dhu_kernel<T>>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;
   gdn_bwd_dhu_kernel<T><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(p);

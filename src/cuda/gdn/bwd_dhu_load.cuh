@@ -6,13 +6,17 @@
 // and, once the state warpgroup is done with a chunk, writes its dv2 rows (left in dv's buffer)
 // and its dh tile out.
 //
-// Rows come by TMA (one thread, five boxes on the stage's transaction barrier) when every row
-// start is 16-byte aligned, else by cp.async (zero-filled past the sequence end); each stage is
-// refilled as soon as its previous step's outputs are read out of it (three steps ahead). A TMA
-// box reads on past a sequence's end into the next sequence's rows: those rows are zeroed where
-// they land, so the state warpgroup gets zeros past the end either way (fq = 0 there too, which
-// alone would not keep a NaN out: 0 * NaN = NaN). The gates come by cp.async, two chunks ahead
-// like the rows.
+// Two halves of 64 threads, each a pipeline of its own, because the state warpgroup waited for
+// one warpgroup doing both in turn (a third of its time, docs/perf/gdn_bwd_dhu.md):
+//   the gate half (warps 0, 1): step i's gates landed -> fold them -> "full" -> once the state
+//     is done with step i - 1, step i + 2's gates into that stage (cp.async);
+//   the output half (warps 2, 3): once the state is done with step i, its dv2 rows and dh tile
+//     out, and step i + 3's rows into the stage (TMA: one thread, five boxes on the stage's
+//     transaction barrier, when every row start is 16-byte aligned; else cp.async, zero-filled
+//     past the sequence end, then a "rows copied" barrier to the gate half).
+// A TMA box reads on past a sequence's end into the next sequence's rows: the gate half zeroes
+// those rows where they land, so the state warpgroup gets zeros past the end either way (fq = 0
+// there too, which alone would not keep a NaN out: 0 * NaN = NaN).
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -26,64 +30,44 @@ template <class T>
 struct DhuLoadWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
+  static constexpr int kHalf = 64;  // threads of each half
+  using B = DhuBarriers;
   const BwdDhuParams<T>& p;
   const BwdDhuArgs& a;
   const WorkItem& it;
-  int tid;  // 0..127
+  int tid;  // 0..127: 0..63 the gate half, 64..127 the output half
 
-  using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK>;  // Q, K, w (cp.async path)
-  using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV>;  // do, dv, dv2
-  using PiecesDh = ChunkPieces<kBV, typename T::LayoutDh, kDK>;  // dh (offsets only)
+  using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK, kC, kHalf>;  // Q, K, w
+  using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV, kC, kHalf>;  // do, dv, dv2
+  using PiecesDh = ChunkPieces<kBV, typename T::LayoutDh, kDK, kHalf>;     // dh (offsets only)
 
-  static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kLoad, 128); }
   static CUTE_DEVICE auto& smem() { return chunk_smem<typename T::SharedStorage>(); }
   // Step i of the sequence's walk works on chunk nchunks - 1 - i.
   CUTE_DEVICE int chunk_of(int i) const { return it.nchunks - 1 - i; }
+  CUTE_DEVICE int half_tid() const { return tid % kHalf; }
 
-  template <class Tma, class Boxes>
-  static CUTE_DEVICE void issue_box(const Tma& tma, const Boxes& b, int j, int s, uint64_t& bar) {
-    issue_rows_box(tma, b, j, s * int(sizeof(typename T::Stage) / sizeof(Element)), bar);
-  }
+  // ---- the gate half ----
 
-  template <class Boxes>
-  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int i) {
-    auto& sm = smem();
-    const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
-    auto& st = sm.stage[s];
-    if (a.vec16) {
-      if (tid == 0) {
-        uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
-        cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads and writes first
-        sm.rows_landed[s].arrive_and_expect_tx(T::kTmaBytes);
-        issue_box(p.tma_q, get<0>(boxes), j, s, bar);
-        issue_box(p.tma_k, get<1>(boxes), j, s, bar);
-        issue_box(p.tma_w, get<2>(boxes), j, s, bar);
-        issue_box(p.tma_do, get<3>(boxes), j, s, bar);
-        issue_box(p.tma_dv, get<4>(boxes), j, s, bar);
-      }
-    } else {
-      auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
-      dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, false);
-      dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, false);
-      dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, false);
-      const int64_t v0 = int64_t(it.vb) * kBV;
-      bv.copy(at(st.dout.data()), static_cast<const Element*>(a.dout.ptr) + v0, a.dout, it, it.hv, j, valid, false);
-      bv.copy(at(st.dv.data()), static_cast<const Element*>(a.dv.ptr) + v0, a.dv, it, it.hv, j, valid, false);
-    }
+  // Step i's gates into its stage (cp.async): G of row r (clamped to the last valid row) in
+  // decay[r] and G_last in gate_last (scalar gate), or G_last of key d in decay[d] (gk).
+  CUTE_DEVICE void load_gates(int i) const {
     if (!a.gate) return;
-    // G of row tid (clamped to the last valid row) and G_last of key tid.
+    auto& sm = smem();
+    const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j), t = half_tid();
     const float* g = a.gate + it.b * a.g_sb + (it.t0 + int64_t(j) * kC) * a.g_st + int64_t(it.hv) * a.g_sh;
     const float* last = g + int64_t(valid - 1) * a.g_st;
     if (a.per_key_gate) {
-      if (tid < kDK) copy4_async(&sm.decay[s][tid], last + tid);
+      CUTE_UNROLL
+      for (int d = t; d < kDK; d += kHalf) copy4_async(&sm.decay[s][d], last + d);
     } else {
-      if (tid < kC) copy4_async(&sm.decay[s][tid], g + int64_t(min(tid, valid - 1)) * a.g_st);
-      if (tid == kC) copy4_async(&sm.gate_last[s], last);
+      static_assert(kC == kHalf);
+      copy4_async(&sm.decay[s][t], g + int64_t(min(t, valid - 1)) * a.g_st);
+      if (t == 0) copy4_async(&sm.gate_last[s], last);
     }
   }
 
   // Rows of step i's stage at or past the sequence end to zero (this thread's pieces).
-  CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int i) {
+  CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int i) const {
     auto& st = smem().stage[i % T::kStages];
     auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
     const int valid = it.valid_rows(chunk_of(i));
@@ -95,21 +79,24 @@ struct DhuLoadWarpgroup {
   }
 
   // Step i's row factors and decays, then do <- diag(fq) do (this thread's pieces).
-  CUTE_DEVICE void fold_gates(const PiecesBV& bv, int i) {
+  CUTE_DEVICE void fold_gates(const PiecesBV& bv, int i) const {
     auto& sm = smem();
-    const int s = i % T::kStages, valid = it.valid_rows(chunk_of(i));
+    const int s = i % T::kStages, valid = it.valid_rows(chunk_of(i)), t = half_tid();
     const bool scalar = a.gate && !a.per_key_gate;
-    // Thread tid converts its own slot decay[tid]: G of row tid (scalar gate) or G_last of key tid.
-    const float mine = a.gate && tid < kDK ? sm.decay[s][tid] * a.gate_log2 : 0.f;
-    const float last = scalar ? sm.gate_last[s] * a.gate_log2 : mine;
-    if (tid < kC) {
-      const float G = scalar ? mine : 0.f;
-      const bool live = tid < valid;
-      sm.fq[s][tid] = __float2half_rn(live ? a.scale * ex2(G) : 0.f);
-      sm.fk[s][tid] = __float2half_rn(live ? (scalar ? ex2(last - G) : 1.f) : 0.f);  // gk: K comes gated
+    // Thread t converts the slots it reads: decay[t] (G of row t, scalar gate) and the keys
+    // t + 64 m (gk: G_last of each key). Rows and keys are disjoint for t >= 64 only: with a
+    // scalar gate, G_r is read into a register before decay[t] is overwritten by this thread.
+    const float G = scalar ? sm.decay[s][t] * a.gate_log2 : 0.f;
+    const float last = scalar ? sm.gate_last[s] * a.gate_log2 : 0.f;
+    const bool live = t < valid;
+    sm.fq[s][t] = __float2half_rn(live ? a.scale * ex2(G) : 0.f);
+    sm.fk[s][t] = __float2half_rn(live ? (scalar ? ex2(last - G) : 1.f) : 0.f);  // gk: K comes gated
+    CUTE_UNROLL
+    for (int d = t; d < kDK; d += kHalf) {
+      const float key_last = a.per_key_gate ? sm.decay[s][d] * a.gate_log2 : last;
+      sm.decay[s][d] = a.gate ? ex2(key_last) : 1.f;
     }
-    if (tid < kDK) sm.decay[s][tid] = a.gate ? ex2(last) : 1.f;
-    sync();  // every row's fq
+    ChunkBarriers::sync(B::kGateHalf, kHalf);  // every row's fq
     const uint32_t do0 = cute::cast_smem_ptr_to_uint(sm.stage[s].dout.data());
     CUTE_UNROLL
     for (int piece = 0; piece < PiecesBV::kPieces; ++piece) {
@@ -119,6 +106,82 @@ struct DhuLoadWarpgroup {
       CUTE_UNROLL
       for (int e = 0; e < 8; ++e) x[e] = Element(float(x[e]) * f);
       st_shared(do0 + bv.offset[piece], raw);
+    }
+  }
+
+  CUTE_DEVICE void run_gates() const {
+    const int n = it.nchunks;
+    auto& sm = smem();
+    const PiecesDK dk(half_tid(), sm.stage[0].q.data());
+    const PiecesBV bv(half_tid(), sm.stage[0].dout.data());
+    // cp.async group g holds step g's gates: the prologue's three, then step i + 2's, committed
+    // in step i >= 1 (empty past the end).
+    for (int i = 0; i < T::kStages; ++i) {
+      if (i < n) load_gates(i);
+      cp_async_commit();
+    }
+    for (int i = 0; i < n; ++i) {
+      const int s = i % T::kStages;
+      if (i == 0) cp_async_wait<2>();  // step 0's gates landed (steps 1, 2 may be in flight)
+      else cp_async_wait<1>();         // step i's (step i + 1 may be in flight)
+      if (a.vec16) sm.rows_landed[s].wait((i / T::kStages) % 2);
+      else ChunkBarriers::sync(B::kRowsCopied + s, 2 * kHalf);
+      ChunkBarriers::sync(B::kGateHalf, kHalf);  // every gate of the step
+      // A sequence's last chunk (step 0): rows past its end to zero. fold_gates then reads only this
+      // thread's own pieces of do, and the state warpgroup waits for kFull.
+      if (a.vec16 && it.valid_rows(chunk_of(i)) < kC) zero_rows_past_end(dk, bv, i);
+      fold_gates(bv, i);
+      cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
+      ChunkBarriers::arrive(B::kFull + s, B::kFullThreads);
+      if (i >= 1) {  // the state is done with step i - 1: step i + 2's gates into its stage
+        ChunkBarriers::sync_unaligned(B::kEmpty + (i - 1) % T::kStages, B::kEmptyThreads);
+        if (i + 2 < n) load_gates(i + 2);
+        cp_async_commit();
+      }
+    }
+    ChunkBarriers::sync_unaligned(B::kEmpty + (n - 1) % T::kStages, B::kEmptyThreads);
+  }
+
+  // ---- the output half ----
+
+  template <class Tma, class Boxes>
+  static CUTE_DEVICE void issue_box(const Tma& tma, const Boxes& b, int j, int s, uint64_t& bar) {
+    issue_rows_box(tma, b, j, s * int(sizeof(typename T::Stage) / sizeof(Element)), bar);
+  }
+
+  // Step i's rows into its stage: TMA boxes, or cp.async copies waited for here and announced to
+  // the gate half (the unaligned path: slower, and rare).
+  template <class Boxes>
+  CUTE_DEVICE void load_rows(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int i) const {
+    auto& sm = smem();
+    const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
+    auto& st = sm.stage[s];
+    if (a.vec16) {
+      if (half_tid() == 0) {
+        uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
+        cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads and writes first
+        sm.rows_landed[s].arrive_and_expect_tx(T::kTmaBytes);
+        issue_box(p.tma_q, get<0>(boxes), j, s, bar);
+        issue_box(p.tma_k, get<1>(boxes), j, s, bar);
+        issue_box(p.tma_w, get<2>(boxes), j, s, bar);
+        issue_box(p.tma_do, get<3>(boxes), j, s, bar);
+        issue_box(p.tma_dv, get<4>(boxes), j, s, bar);
+      }
+    } else {
+      // Element by element (rows not 16-byte aligned), one tensor at a time: __syncwarp keeps the
+      // compiler from hoisting every tensor's loads together (ptxas spilled at DK = 64, BV = 64).
+      auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
+      dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, false);
+      __syncwarp();
+      dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, false);
+      __syncwarp();
+      dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, false);
+      __syncwarp();
+      const int64_t v0 = int64_t(it.vb) * kBV;
+      bv.copy(at(st.dout.data()), static_cast<const Element*>(a.dout.ptr) + v0, a.dout, it, it.hv, j, valid, false);
+      __syncwarp();
+      bv.copy(at(st.dv.data()), static_cast<const Element*>(a.dv.ptr) + v0, a.dv, it, it.hv, j, valid, false);
+      ChunkBarriers::arrive(B::kRowsCopied + s, 2 * kHalf);
     }
   }
 
@@ -133,81 +196,85 @@ struct DhuLoadWarpgroup {
     }
   }
 
-  // Once the state warpgroup is done with step i: the chunk's dv2 rows and its dh tile out, each
-  // thread its pieces (all shared loads issued before the first store).
-  // Step i + 3's rows go into the same stage: they are issued as soon as every loader thread holds
-  // its pieces of step i's outputs in registers, before the stores.
+  // Step i's dh tile [DK, BV] (dh[i % 2], published by the state warpgroup and fenced for the
+  // async proxy) to dh[chunk] by one TMA store (thread 0 of the half; dh_vec16).
+  CUTE_DEVICE void issue_dh_store(int i) const {
+    const int chunk = int((a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + chunk_of(i));
+    Tensor mdh = p.tma_dh.get_tma_tensor(p.shape_dh);  // (k, v, chunk, value head, batch)
+    Tensor gdh = local_tile(mdh(_, _, chunk, it.hv, int(it.b)), Shape<Int<kDK>, Int<kBV>>{}, make_coord(0, it.vb));
+    Tensor sdh = make_tensor(make_smem_ptr(smem().dh[i % 2].data()), typename T::LayoutDh{});
+    auto part = tma_partition(p.tma_dh, _0{}, Layout<_1>{}, group_modes<0, 2>(sdh), group_modes<0, 2>(gdh));
+    copy(p.tma_dh, get<1>(part), get<0>(part));
+    tma_store_arrive();
+  }
+
+  // Step i's dh tile by 16-byte pieces of every thread of the half (dh not TMA-able: unaligned,
+  // or the value-first layout).
+  CUTE_DEVICE void store_dh_pieces(int i) const {
+    const PiecesDh dhp(half_tid(), smem().dh[0].data());  // worked out here: off the TMA path's registers
+    const uint32_t dh_tile = cute::cast_smem_ptr_to_uint(smem().dh[i % 2].data());
+    const int64_t chunk = (a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + chunk_of(i);
+    Element* dh = static_cast<Element*>(a.dh) + it.b * a.dh_sb + chunk * a.dh_sc + int64_t(it.hv) * a.dh_sh +
+                  (int64_t(it.vb) * kBV + dhp.c) * a.dh_sv + int64_t(dhp.r) * a.dh_sk;
+    constexpr int kBatch = 4;  // pieces in registers at a time (the rare path: registers over speed)
+    static_assert(PiecesDh::kPieces % kBatch == 0);
+    CUTE_UNROLL
+    for (int p0 = 0; p0 < PiecesDh::kPieces; p0 += kBatch) {
+      uint4 tile[kBatch];
+      CUTE_UNROLL
+      for (int p = 0; p < kBatch; ++p) tile[p] = ld_shared_v4(dh_tile + dhp.offset[p0 + p]);
+      CUTE_UNROLL
+      for (int p = 0; p < kBatch; ++p) store8(dh + int64_t(p0 + p) * PiecesDh::kStep * a.dh_sk, tile[p], false, a.dh_sv);
+    }
+  }
+
+  // Once the state warpgroup is done with step i: the chunk's dh tile and dv2 rows out. Step
+  // i + 3's rows go into the same stage as soon as every thread of the half holds its pieces of
+  // dv2 in registers, before the stores.
   template <class Boxes>
-  CUTE_DEVICE void store_outputs(const PiecesDK& dk, const PiecesBV& bv, const PiecesDh& dhp, const Boxes& boxes, int i) {
+  CUTE_DEVICE void store_outputs(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int i) const {
     const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
-    ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
-    auto& sm = smem();
-    const uint32_t dv2_tile = cute::cast_smem_ptr_to_uint(sm.stage[s].dv.data());
+    ChunkBarriers::sync_unaligned(B::kEmpty + s, B::kEmptyThreads);
+    const bool dh_tma = a.dh_vec16, leader = half_tid() == 0;
+    if (dh_tma && leader) issue_dh_store(i);
+    const uint32_t dv2_tile = cute::cast_smem_ptr_to_uint(smem().stage[s].dv.data());
     uint4 rows[PiecesBV::kPieces];
     CUTE_UNROLL
     for (int p = 0; p < PiecesBV::kPieces; ++p) rows[p] = ld_shared_v4(dv2_tile + bv.offset[p]);
-    const uint32_t dh_tile = cute::cast_smem_ptr_to_uint(sm.dh[i % 2].data());
-    uint4 tile[PiecesDh::kPieces];
-    CUTE_UNROLL
-    for (int p = 0; p < PiecesDh::kPieces; ++p) tile[p] = ld_shared_v4(dh_tile + dhp.offset[p]);
     if (i + 3 < it.nchunks) {
-      sync();  // every loader thread's reads of the stage are done
-      load_chunk(dk, bv, boxes, i + 3);
+      ChunkBarriers::sync(B::kOutputHalf, kHalf);  // every reader of the stage is done
+      load_rows(dk, bv, boxes, i + 3);
     }
-
     Element* dv2 = static_cast<Element*>(a.dv2.ptr) + int64_t(it.vb) * kBV + bv.c + it.row(a.dv2, int64_t(j) * kC + bv.r, it.hv);
     CUTE_UNROLL
     for (int p = 0; p < PiecesBV::kPieces; ++p)
       if (bv.r + p * PiecesBV::kStep < valid) store8(dv2 + int64_t(p) * PiecesBV::kStep * a.dv2.st, rows[p], a.dv2_vec16, 1);
-    // dh[chunk] [DK, BV]: 16-byte pieces along the value axis.
-    const int64_t chunk = (a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + j;
-    Element* dh = static_cast<Element*>(a.dh) + it.b * a.dh_sb + chunk * a.dh_sc + int64_t(it.hv) * a.dh_sh +
-                  (int64_t(it.vb) * kBV + dhp.c) * a.dh_sv + int64_t(dhp.r) * a.dh_sk;
-    CUTE_UNROLL
-    for (int p = 0; p < PiecesDh::kPieces; ++p) store8(dh + int64_t(p) * PiecesDh::kStep * a.dh_sk, tile[p], a.dh_vec16, a.dh_sv);
-    // The state warpgroup refills this buffer two steps later (bwd_dhu_state.cuh): it waits for
-    // this signal from every step but the last two, whose buffers are never refilled.
-    if (i + 2 < it.nchunks) ChunkBarriers::arrive(ChunkBarriers::kDhFree, 256);
+    if (!dh_tma) store_dh_pieces(i);
+    // The state warpgroup refills this dh buffer two steps later (bwd_dhu_state.cuh): it waits
+    // for this signal from every step but the last two, whose buffers are never refilled. The
+    // leader's arrival comes after the TMA store has read the tile (and before the CTA exits).
+    if (dh_tma && leader) tma_store_wait<0>();
+    if (i + 2 < it.nchunks) ChunkBarriers::arrive(B::kDhFree, B::kDhFreeThreads);
   }
 
-  CUTE_DEVICE void run() {
+  CUTE_DEVICE void run_outputs() const {
     const int n = it.nchunks;
     auto& sm = smem();
-    const PiecesDK dk(tid, sm.stage[0].q.data());
-    const PiecesBV bv(tid, sm.stage[0].dout.data());
-    const PiecesDh dhp(tid, sm.dh[0].data());
+    const PiecesDK dk(half_tid(), sm.stage[0].q.data());
+    const PiecesBV bv(half_tid(), sm.stage[0].dout.data());
     const auto boxes = cute::make_tuple(  // row_tma.cuh
         rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
         rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
         rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
         rows_boxes<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it, it.hv, it.vb, sm.stage[0].dout.data()),
         rows_boxes<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it, it.hv, it.vb, sm.stage[0].dv.data()));
-    load_chunk(dk, bv, boxes, 0);  // n >= 1 here
-    cp_async_commit();
-    if (n > 1) load_chunk(dk, bv, boxes, 1);
-    cp_async_commit();
-    if (n > 2) load_chunk(dk, bv, boxes, 2);
-    cp_async_commit();
-    // cp.async group g holds step g's copies: the prologue's three, then step i + 2's, committed in
-    // step i >= 1 (empty past the end).
-    for (int i = 0; i < n; ++i) {
-      const int s = i % T::kStages;
-      if (i == 0) cp_async_wait<2>();  // step 0's copies landed (steps 1, 2 may be in flight)
-      else cp_async_wait<1>();         // step i's (step i + 1 may be in flight)
-      if (a.vec16) sm.rows_landed[s].wait((i / T::kStages) % 2);
-      sync();  // everyone's copies (the gates of every row)
-      // A sequence's last chunk (step 0): rows past its end to zero. fold_gates then reads only this
-      // thread's own pieces of do, and the state warpgroup waits for kFull.
-      if (a.vec16 && it.valid_rows(chunk_of(i)) < kC) zero_rows_past_end(dk, bv, i);
-      fold_gates(bv, i);
-      cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
-      ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
-      if (i >= 1) {  // step i - 1's outputs out, step i + 2 into its stage
-        store_outputs(dk, bv, dhp, boxes, i - 1);
-        cp_async_commit();
-      }
-    }
-    store_outputs(dk, bv, dhp, boxes, n - 1);
+    for (int i = 0; i < T::kStages && i < n; ++i) load_rows(dk, bv, boxes, i);
+    for (int i = 0; i < n; ++i) store_outputs(dk, bv, boxes, i);
+  }
+
+  CUTE_DEVICE void run() const {  // it.nchunks >= 1
+    if (tid < kHalf) run_gates();
+    else run_outputs();
   }
 };
 

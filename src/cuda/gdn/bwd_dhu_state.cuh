@@ -26,7 +26,7 @@ struct DhuStateWarpgroup {
   const WorkItem& it;
   int tid;  // 0..127
 
-  static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
+  static CUTE_DEVICE void sync() { ChunkBarriers::sync(DhuBarriers::kState, 128); }
 
   // dH's 16-bit copy for the GEMMs and dh. The next step's "full" barrier (every state thread
   // takes part) orders these writes before its GEMMs; the first publish syncs itself.
@@ -78,7 +78,7 @@ struct DhuStateWarpgroup {
       Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then dv2
       Tensor sDv2t = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBVt{});  // [BV, C]
       Tensor sDht = make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDht{});  // [BV, DK]
-      ChunkBarriers::sync(ChunkBarriers::kFull + s, 256);
+      ChunkBarriers::sync(DhuBarriers::kFull + s, DhuBarriers::kFullThreads);
       {
         Tensor tA = thr_dv.partition_fragment_A(sK);
         Tensor tB = thr_dv.partition_fragment_B(sDht);
@@ -126,8 +126,8 @@ struct DhuStateWarpgroup {
       // wait comes before this step's "empty" signal, which lets the loader on to its next "dh
       // free" arrival: two arrivals can never meet at the barrier without this wait between them.
       const bool next = i + 1 < n;
-      if (next && i >= 1) ChunkBarriers::sync(ChunkBarriers::kDhFree, 256);
-      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);  // the loader writes dv2 and dh[j] out
+      if (next && i >= 1) ChunkBarriers::sync(DhuBarriers::kDhFree, DhuBarriers::kDhFreeThreads);
+      ChunkBarriers::arrive(DhuBarriers::kEmpty + s, DhuBarriers::kEmptyThreads);  // the loader writes dv2 and dh[j] out
       if (next) publish(tdH, thr_dh.partition_C(dh_tile(1 - buf)));
     }
     if (a.dh0) {

@@ -2,9 +2,10 @@
 // ("bwd_dhu") for one (element type, key head dim DK, value block BV).
 //
 // One CTA per (sequence, value head, BV value columns); its chunks from the last to the first.
-// Warpgroup 0 (bwd_dhu_load.cuh) stages chunk j's rows of Q, K, w, do, dv (TMA) and the gates'
-// row factors fq_r = scale e^G_r and fk_r = e^(G_last - G_r) (0 past the sequence end), and
-// scales do by fq in place; warpgroup 1 (bwd_dhu_state.cuh) carries dH [DK, BV] in fp32 registers:
+// Warpgroup 0 (bwd_dhu_load.cuh, two halves of 64 threads) stages chunk j's rows of Q, K, w, do,
+// dv (TMA) and the gates' row factors fq_r = scale e^G_r and fk_r = e^(G_last - G_r) (0 past the
+// sequence end), scales do by fq in place, and writes dv2 and dh out (dh by TMA store);
+// warpgroup 1 (bwd_dhu_state.cuh) carries dH [DK, BV] in fp32 registers:
 //   dh[j] = dH (a 16-bit copy in shared memory, which the GEMMs read and the loader writes out)
 //   dv2 = dv + diag(fk) K dH                  [C, BV]    SS (dH read MN-major), fk on the fragment
 //   dH  = e^G_last dH + Q^T (fq do) - w^T dv2  [DK, BV]   SS, both operands MN-major; the WGMMA
@@ -15,6 +16,7 @@
 #include <cuda_fp16.h>
 #include <cutlass/arch/barrier.h>
 
+#include "src/cuda/gdn/bwd_dhu_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 #include "src/cuda/gdn/row_tma.cuh"
 
@@ -49,6 +51,7 @@ struct BwdDhuTraits {
 
   using TmaRowsDK = RowsTma<Element, LayoutRowsDK>;  // row_tma.cuh
   using TmaRowsBV = RowsTma<Element, LayoutRowsBV>;
+  using TmaDh = decltype(make_tma_copy(SM90_TMA_STORE{}, DhGmem<Element>{}, LayoutDh{}, Shape<DK_, BV_>{}, _1{}));
   static constexpr uint32_t kTmaBytes = (3 * kC * kDK + 2 * kC * kBV) * sizeof(Element);
 
   struct Stage {
@@ -70,6 +73,17 @@ struct BwdDhuTraits {
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
   static_assert(kDK % 64 == 0 && kBV % 32 == 0, "WGMMA tiles");
+};
+
+// The kernel's named barriers (0 is __syncthreads) and their thread counts: the loader's two
+// halves (bwd_dhu_load.cuh) and the state warpgroup meet at per-stage "full" (gate half ->
+// state), "empty" (state -> both halves), and "dh free" (output half -> state).
+struct DhuBarriers {
+  static constexpr int kGateHalf = 1, kState = 2, kOutputHalf = 10;  // a group's own
+  static constexpr int kFull = 3, kEmpty = 6;  // + stage
+  static constexpr int kDhFree = 9;
+  static constexpr int kRowsCopied = 11;       // + stage: the unaligned path's rows (output -> gate half)
+  static constexpr int kFullThreads = 64 + 128, kEmptyThreads = 128 + 128, kDhFreeThreads = 64 + 128;
 };
 
 }  // namespace attnkit::cuda::gdn

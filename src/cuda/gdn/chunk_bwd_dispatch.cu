@@ -183,6 +183,8 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   d.dh_sk = kD;
   d.dh_sv = 1;
   d.dh_vec16 = true;
+  d.dh_chunks = static_cast<int>(varlen ? ws.slots : (ws.T + 63) / 64);
+  d.dh_batch = varlen ? 1 : static_cast<int>(f.num_seqs);
   if (p.dinitial_state.defined()) {
     d.dh0 = static_cast<float*>(p.dinitial_state.data);
     d.dh0_sn = p.dinitial_state.strides[0];

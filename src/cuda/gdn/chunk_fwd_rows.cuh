@@ -32,12 +32,13 @@ template <int N>
 CUTE_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
 // One thread's share of copying 64-row chunks into swizzled [64, kCols] tiles of layout Tile, by
-// the 128 threads of a warpgroup (the offsets alone serve tiles of kRows rows too): thread tid copies the 16-byte piece tid % (kCols / 8) of rows
-// tid / (kCols / 8) + i * kStep. The tile offsets are worked out once (they are the same in every
-// 1024-byte aligned tile of the layout, so every stage and every tensor of that shape shares them).
-template <int kCols, class Tile, int kRows = 64>
+// kThreads threads (a warpgroup, or half of one; the offsets alone serve tiles of kRows rows too):
+// thread tid copies the 16-byte piece tid % (kCols / 8) of rows tid / (kCols / 8) + i * kStep. The
+// tile offsets are worked out once (they are the same in every 1024-byte aligned tile of the
+// layout, so every stage and every tensor of that shape shares them).
+template <int kCols, class Tile, int kRows = 64, int kThreads = 128>
 struct ChunkPieces {
-  static constexpr int kUnits = kCols / 8, kStep = 128 / kUnits, kPieces = kRows / kStep;
+  static constexpr int kUnits = kCols / 8, kStep = kThreads / kUnits, kPieces = kRows / kStep;
   int r, c;                  // this thread's first row and its column
   uint32_t offset[kPieces];  // byte offset in a tile of rows r + i * kStep
   template <class Element>

@@ -220,6 +220,12 @@ struct ChunkBarriers {
   static constexpr int kLoad = 1, kState = 2, kFull = 3, kEmpty = 6, kDhFree = 9, kLanded = 10, kWu = 13;
   static __device__ void sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
   static __device__ void arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
+  // bar.sync is the aligned form: every thread that blocks in one round of a barrier must run the
+  // same static instruction. Where two groups block on one round from different code (bwd_dhu's
+  // "empty", waited for by both halves of its loader), the unaligned form is the legal one.
+  static __device__ void sync_unaligned(int id, int threads) {
+    asm volatile("barrier.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+  }
 };
 
 }  // namespace attnkit::cuda::gdn
