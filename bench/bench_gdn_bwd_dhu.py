@@ -54,23 +54,21 @@ def make_inputs(B, T, H, gate, dev="cuda"):
 
 
 def c_abi_dhu(path):
-    """attnkit's bwd_dhu through the C ABI, called like the torch op's wrapper (base-2 gates in)."""
+    """attnkit's bwd_dhu through the C ABI, called like the torch op's wrapper: FLA's base-2 gates,
+    which the op takes as they are (gates_log2)."""
     f = ctypes.CDLL(path).attnkit_c_gdn_bwd_dhu
-    P, I64 = ctypes.c_void_p, ctypes.c_int64
-    f.argtypes = [P] * 11 + [I64] * 6 + [ctypes.c_int, ctypes.c_double, P, ctypes.c_char_p, ctypes.c_int]
+    P, I64, I = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
+    f.argtypes = [P] * 7 + [I] + [P] * 4 + [I64] * 6 + [I, ctypes.c_double, P, ctypes.c_char_p, I]
     err = ctypes.create_string_buffer(512)
     ptr = lambda t: None if t is None else t.data_ptr()
 
     def run(q, k, w, do, dv, g=None, gk=None, h0=None, dht=None, scale=None):
         B, T, H, K = q.shape
         HV, V = do.shape[2], do.shape[3]
-        ln2 = math.log(2.0)
-        g = g * ln2 if g is not None else None
-        gk = gk * ln2 if gk is not None else None
         dh = q.new_empty(B, (T + 63) // 64, HV, K, V)
         dh0 = torch.empty(B, HV, K, V, device=q.device) if h0 is not None else None
         dv2 = torch.empty_like(dv)
-        rc = f(ptr(q), ptr(k), ptr(w), ptr(do), ptr(dv), ptr(g), ptr(gk), ptr(dht), ptr(dh), ptr(dh0), ptr(dv2),
+        rc = f(ptr(q), ptr(k), ptr(w), ptr(do), ptr(dv), ptr(g), ptr(gk), 1, ptr(dht), ptr(dh), ptr(dh0), ptr(dv2),
                B, T, H, HV, K, V, 0 if q.dtype == torch.bfloat16 else 1, scale or -1.0,
                torch.cuda.current_stream().cuda_stream, err, 512)
         if rc:

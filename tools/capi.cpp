@@ -146,12 +146,12 @@ int attnkit_c_gdn_decode(void* q, void* k, void* v, void* g, void* beta, void* s
 
 // The GDN reverse state-gradient pass (bwd_dhu) on contiguous tensors of one dense batch: q, k
 // [B, T, H, K]; w [B, T, HV, K]; dout, dv, dv2 [B, T, HV, V]; g fp32 [B, T, HV] or gk fp32
-// [B, T, HV, K] (natural log, in-chunk cumulative; both null: no gate); dht fp32 [B, HV, K, V] or
-// null; dh [B, ceil(T / 64), HV, K, V] in q's dtype; dh0 fp32 [B, HV, K, V] or null. scale <= 0:
-// K^-0.5.
-int attnkit_c_gdn_bwd_dhu(void* q, void* k, void* w, void* dout, void* dv, void* g, void* gk, void* dht, void* dh,
-                          void* dh0, void* dv2, int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K, int64_t V,
-                          int dtype, double scale, void* stream, char* err, int errlen) {
+// [B, T, HV, K] (in-chunk cumulative log-decays, base 2 when gates_log2 (FLA's convention), else
+// natural; both null: no gate); dht fp32 [B, HV, K, V] or null; dh [B, ceil(T / 64), HV, K, V] in
+// q's dtype; dh0 fp32 [B, HV, K, V] or null. scale <= 0: K^-0.5.
+int attnkit_c_gdn_bwd_dhu(void* q, void* k, void* w, void* dout, void* dv, void* g, void* gk, int gates_log2, void* dht,
+                          void* dh, void* dh0, void* dv2, int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K,
+                          int64_t V, int dtype, double scale, void* stream, char* err, int errlen) {
   const DType dt = dtype == 0 ? DType::kBFloat16 : DType::kFloat16;
   const Device dev = Device::cuda(0);
   GdnBwdDhuParams p;
@@ -163,6 +163,7 @@ int attnkit_c_gdn_bwd_dhu(void* q, void* k, void* w, void* dout, void* dv, void*
   p.dv2 = TensorView::contiguous(dv2, dt, dev, {B, T, HV, V});
   if (g) p.g = TensorView::contiguous(g, DType::kFloat32, dev, {B, T, HV});
   if (gk) p.gk = TensorView::contiguous(gk, DType::kFloat32, dev, {B, T, HV, K});
+  p.gates_log2 = gates_log2 != 0;
   if (dht) p.dht = TensorView::contiguous(dht, DType::kFloat32, dev, {B, HV, K, V});
   p.dh = TensorView::contiguous(dh, dt, dev, {B, (T + 63) / 64, HV, K, V});
   if (dh0) p.dh0 = TensorView::contiguous(dh0, DType::kFloat32, dev, {B, HV, K, V});

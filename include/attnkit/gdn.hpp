@@ -98,6 +98,9 @@ struct GdnBwdDhuParams {
   TensorView dv;     // [B, T, HV, V]  gradient of v_new from inside the chunks
   TensorView g;      // optional [B, T, HV]
   TensorView gk;     // optional [B, T, HV, K] (exclusive with g)
+  // g / gk in base-2 units (log2 of the decay) instead of natural log: FLA's convention
+  // (chunk_local_cumsum with scale 1 / ln 2), taken as they are instead of converted by the caller.
+  bool gates_log2 = false;
   TensorView dht;    // optional [N, HV, K, V] (or [N, HV, V, K])
   TensorView cu_seqlens;  // optional int64 [N+1], B == 1
   std::optional<double> scale;  // default K^-0.5

@@ -180,7 +180,7 @@ def _gdn_chunk_bwd_fake(dout, dfinal_state, q, k, v, beta, g=None, gk=None, A_lo
 
 @torch.library.register_fake("attnkit::gdn_bwd_dhu")
 def _gdn_bwd_dhu_fake(q, k, w, dout, dv, g=None, gk=None, dht=None, cu_seqlens=None, scale=None, state_v_first=False,
-                      output_dh0=False):
+                      output_dh0=False, gates_log2=False):
     _check_rank(q, "q", 4, "[B, T, H, K]")
     _check_rank(dout, "dout", 4, "[B, T, HV, V]")
     B, T, K = q.shape[0], q.shape[1], q.shape[3]

@@ -8,7 +8,6 @@ state_v_first). Extensions: a per-key gate `gk` [B, T, HV, K] in place of g, and
 through per-sequence state indices.
 """
 
-import math
 import warnings
 
 import torch
@@ -125,13 +124,13 @@ def chunk_gated_delta_rule_bwd_dhu(q, k, w, do, dv, g=None, gk=None, h0=None, dh
     function of this name) -> (dh [B, NT, HV, K, V] in q's dtype, dh0 fp32 or None, dv2).
 
     g / gk are FLA's in-chunk cumulative gates, which FLA keeps in base 2 (chunk_local_cumsum with
-    scale 1/ln 2); torch.ops.attnkit.gdn_bwd_dhu takes natural-log ones (attnkit/gdn.hpp), so they
-    are converted here. h0 only says whether dh0 is wanted (its shape, [N, HV, K, V])."""
+    scale 1/ln 2); torch.ops.attnkit.gdn_bwd_dhu reads them as they are (gates_log2=True) instead
+    of a converted copy (with gk, a copy as large as k). h0 only says whether dh0 is wanted (its
+    shape, [N, HV, K, V])."""
     if chunk_size != 64:
         raise NotImplementedError(f"attnkit: chunk_size must be 64, got {chunk_size}")
-    ln2 = math.log(2.0)
-    g = g.float() * ln2 if g is not None else None
-    gk = gk.float() * ln2 if gk is not None else None
+    g = g.float() if g is not None else None  # no copy when already fp32, as FLA's are
+    gk = gk.float() if gk is not None else None
     dh, dh0, dv2 = torch.ops.attnkit.gdn_bwd_dhu(q, k, w, do, dv, g, gk, dht, cu_seqlens, scale, state_v_first,
-                                                  h0 is not None)
+                                                  h0 is not None, gates_log2=True)
     return dh, (dh0 if h0 is not None else None), dv2

@@ -191,7 +191,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gdn_bwd_dhu_op(const at::Tensor& 
                                                            const at::Tensor& dout, const at::Tensor& dv,
                                                            const OptTensor& g, const OptTensor& gk, const OptTensor& dht,
                                                            const OptTensor& cu_seqlens, std::optional<double> scale,
-                                                           bool state_v_first, bool output_dh0) {
+                                                           bool state_v_first, bool output_dh0, bool gates_log2) {
   TORCH_CHECK_VALUE(q.dim() == 4, "attnkit.gdn_bwd_dhu: q: expected 4 dims [B, T, H, K], got ", q.sizes());
   TORCH_CHECK_VALUE(dout.dim() == 4, "attnkit.gdn_bwd_dhu: dout: expected 4 dims [B, T, HV, V], got ", dout.sizes());
   c10::DeviceGuard guard(q.device());
@@ -213,6 +213,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gdn_bwd_dhu_op(const at::Tensor& 
   p.dv = view_of(dv_u, "dv");
   p.g = view_of(g_u, "g");
   p.gk = view_of(gk_u, "gk");
+  p.gates_log2 = gates_log2;
   p.dht = view_of(dht_u, "dht");
   p.cu_seqlens = view_of(cu_seqlens, "cu_seqlens");
   p.scale = scale;
@@ -251,7 +252,7 @@ TORCH_LIBRARY_FRAGMENT(attnkit, m) {
         ATTNKIT_GDN_OPTIONS ") -> Tensor out");
   m.def("gdn_bwd_dhu(Tensor q, Tensor k, Tensor w, Tensor dout, Tensor dv, Tensor? g=None, Tensor? gk=None, "
         "Tensor? dht=None, Tensor? cu_seqlens=None, float? scale=None, bool state_v_first=False, "
-        "bool output_dh0=False) -> (Tensor dh, Tensor dh0, Tensor dv2)");
+        "bool output_dh0=False, bool gates_log2=False) -> (Tensor dh, Tensor dh0, Tensor dv2)");
 }
 
 TORCH_LIBRARY_IMPL(attnkit, CPU, m) {

@@ -28,6 +28,8 @@ void run(const GdnBwdDhuParams& p) {
     std::vector<Acc> gam(static_cast<size_t>(T * G), Acc(0));  // [T, G] in-chunk cumulative log-decay
     if (p.g.defined()) gam = gather<Acc>(lay.slice(p.g, n, hv));
     if (p.gk.defined()) gam = gather<Acc>(lay.slice(p.gk, n, hv));
+    if (p.gates_log2)
+      for (Acc& x : gam) x *= Acc(0.69314718055994530942);  // ln 2: base-2 log-decays to natural
     auto G_at = [&](int64_t t, int64_t d) { return gam[t * G + (G == 1 ? 0 : d)]; };
     // The gate folded into Q and K here: g's; gk's is already in them (see attnkit/gdn.hpp).
     auto Gqk = [&](int64_t t) { return G == 1 ? gam[t] : Acc(0); };

@@ -21,6 +21,7 @@ struct DhuGpuCase {
   bool dht = true, dh0 = true;
   StateLayout layout = StateLayout::kKV;
   int64_t row_pad = 0;  // > 0: rows of q, k, w, dout, dv padded (no 16-byte loads)
+  bool gates_log2 = false;  // the GPU op gets g / ln 2 and gates_log2 (the reference: natural log)
   int64_t N() const { return seqlens.empty() ? B : static_cast<int64_t>(seqlens.size()); }
   int64_t chunks() const {
     if (seqlens.empty()) return (T + 63) / 64;
@@ -168,8 +169,11 @@ void run_dhu(const DhuGpuCase& c, const DhuTensors& t, DhuOutputs& out) {
   if (c.row_pad)
     for (HostTensor* x : {&tp.q, &tp.k, &tp.w, &tp.dout, &tp.dv}) *x = padded_rows(*x, c.row_pad);
   out = make_outputs(c, c.dt);
+  if (c.gates_log2)
+    for (int64_t i = 0; i < tp.g.numel(); ++i) tp.g.set(i, t.g.get(i) / std::log(2.0));
   DeviceDhu dev(tp, out);
   GdnBwdDhuParams p = params(c, dev.in, dev.out);
+  p.gates_log2 = c.gates_log2;
   const DeviceScratch ws(gdn_bwd_dhu_workspace_size(p));
   p.workspace = ws.workspace();
   const Status st = gdn_bwd_dhu(p);
@@ -227,6 +231,18 @@ TEST_F(GdnBwdDhuGpu, GatesNoneStrongZeroAndPerKey) {
     SCOPED_TRACE("gk in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
     c.g_lo = lo;
     c.g_hi = hi;
+    check_dhu(c);
+  }
+}
+
+TEST_F(GdnBwdDhuGpu, GatesInLog2Units) {
+  DhuGpuCase c;
+  c.T = 300;
+  c.gates_log2 = true;
+  for (auto gate : {DhuGpuCase::kScalar, DhuGpuCase::kPerKey}) {
+    SCOPED_TRACE(gate == DhuGpuCase::kScalar ? "g" : "gk");
+    c.gate = gate;
+    c.g_lo = -1.0;  // strong enough that natural-log and base-2 readings differ by far more than 0.008
     check_dhu(c);
   }
 }

@@ -240,5 +240,46 @@ TEST(GdnBwdDhu, VarlenChunksNumberedBySequence) {
   check(c, 4);
 }
 
+// gates_log2: base-2 gates (FLA's convention) give what the natural-log gates they encode give.
+TEST(GdnBwdDhu, GatesInLog2Units) {
+  for (bool per_key : {false, true}) {
+    SCOPED_TRACE(per_key ? "gk" : "g");
+    DhuCase c;
+    c.per_key = per_key;
+    c.H = per_key ? c.HV : c.H;
+    const DhuData d = make(c, 5);
+    HostTensor G2 = d.G;
+    for (int64_t i = 0; i < G2.numel(); ++i) G2.set(i, d.G.get(i) / std::log(2.0));
+    auto run = [&](const HostTensor& G, bool log2) {
+      std::vector<HostTensor> out = {HostTensor(DType::kFloat64, {c.B, (c.T + 63) / 64, c.HV, c.K, c.V}), d.h0,
+                                     HostTensor(DType::kFloat64, {c.B, c.T, c.HV, c.V})};
+      GdnBwdDhuParams p;
+      p.q = d.q.view;
+      p.k = d.k.view;
+      p.w = d.w.view;
+      p.dout = d.dout.view;
+      p.dv = d.u.view;  // any dv: both runs get the same
+      TensorView g = G.view;
+      if (!per_key) g.ndim = 3;  // [B, T, HV, 1] seen as [B, T, HV]
+      (per_key ? p.gk : p.g) = g;
+      p.gates_log2 = log2;
+      p.dht = d.dht.view;
+      p.dh = out[0].view;
+      p.dh0 = out[1].view;
+      p.dv2 = out[2].view;
+      EXPECT_TRUE(gdn_bwd_dhu(p).ok());
+      return out;
+    };
+    const auto want = run(d.G, false), got = run(G2, true);
+    for (size_t t = 0; t < want.size(); ++t) {
+      const auto a = got[t].values(), b = want[t].values();
+      ASSERT_TRUE(all_finite(a));
+      EXPECT_LT(rel_rms(a, b), 1e-12) << "output " << t;
+    }
+    // And the flag is read: the base-2 values taken as natural logs give something else.
+    EXPECT_GT(rel_rms(run(G2, false)[0].values(), want[0].values()), 1e-3);
+  }
+}
+
 }  // namespace
 }  // namespace attnkit::test

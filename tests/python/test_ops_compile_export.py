@@ -92,6 +92,7 @@ def test_opcheck_gdn_bwd_dhu():
     q, k, _, _, g = _gdn_args("cpu", torch.float32)
     w, do, dv = torch.randn(2, 20, 4, 64) * 0.1, torch.randn(2, 20, 4, 64), torch.randn(2, 20, 4, 64)
     opcheck(ops.gdn_bwd_dhu.default, (q, k, w, do, dv), dict(g=g.cumsum(1), output_dh0=True))
+    opcheck(ops.gdn_bwd_dhu.default, (q, k, w, do, dv), dict(g=g.cumsum(1), gates_log2=True))
     cu = torch.tensor([0, 3, 20], dtype=torch.int64)  # varlen: the chunk count depends on the offsets
     opcheck(ops.gdn_bwd_dhu.default, (q[:1], k[:1], w[:1], do[:1], dv[:1]), dict(cu_seqlens=cu))
 

@@ -112,6 +112,7 @@ Status gdn_bwd_dhu(const GdnBwdDhuParams& caller) {
     a.g_st = gate.strides[1];
     a.g_sh = gate.strides[2];
     a.per_key_gate = p.gk.defined();
+    if (p.gates_log2) a.gate_log2 = 1.f;  // the kernel works in log2 units
   }
   a.dht = gdn::state_tensor(p.dht, p.state_layout);
   a.dh = p.dh.data;
