@@ -64,7 +64,7 @@ foreach(hd 64 128)
 endforeach()
 
 # Gated delta rule reverse state-gradient pass (bwd_dhu): key head dim K; each unit holds both
-# 16-bit types and both value blocks (32, 64), four small kernels. Gates/varlen/states are runtime.
+# 16-bit types and the three value blocks (16, 32, 64), six small kernels. Gates/varlen/states are runtime.
 foreach(hd 64 128)
   attnkit_instantiate(src/cuda/gdn/bwd_dhu_launch.cu.in gdn_bwd_dhu_hd${hd} HEAD_DIM=${hd})
 endforeach()

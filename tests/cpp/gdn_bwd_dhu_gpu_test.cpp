@@ -295,6 +295,30 @@ TEST_F(GdnBwdDhuGpu, WideValueBlocks) {
   check_dhu(c);
 }
 
+// Each value block the dispatch picks (16, 32, 64 columns: the widest whose CTAs leave at most
+// half of the SMs idle, bwd_dhu_dispatch.cu): B chosen from this device's SM count so that each
+// width runs, at both key head dims and both 16-bit types.
+TEST_F(GdnBwdDhuGpu, EachValueBlockWidth) {
+  int sms = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
+  for (DType dt : {DType::kBFloat16, DType::kFloat16})
+    for (int64_t D : {64, 128})
+      for (int64_t bv : {16, 32, 64}) {
+        // bv = 16: one (sequence, value head) pair; else the fewest pairs whose bv-column blocks
+        // fill more than half of the SMs (then 2 bv-column blocks fill at most about half).
+        const int64_t pairs = bv == 16 ? 1 : sms / (2 * (D / bv)) + 1;
+        SCOPED_TRACE("dtype=" + std::to_string(int(dt)) + " K=V=" + std::to_string(D) + " value block " +
+                     std::to_string(bv) + " B=" + std::to_string(pairs));
+        DhuGpuCase c;
+        c.dt = dt;
+        c.K = c.V = D;
+        c.B = pairs;
+        c.H = c.HV = 1;
+        c.T = 130;
+        check_dhu(c);
+      }
+}
+
 // A TMA box reads on past a sequence's end into the next sequence's rows (row_tma.cuh): NaN in
 // every input row of sequence 1 (q, k, w, do, dv, g) must stay there. Sequence 0's last chunk
 // (tokens 64..69) is the one whose boxes reach into it; sequence 2's are past the tensor's end.

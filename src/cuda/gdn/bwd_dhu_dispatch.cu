@@ -38,22 +38,35 @@ __global__ void __launch_bounds__(kOffsetThreads) gdn_chunk_offsets_kernel(const
   }
 }
 
+// The value block for (sequence, value head) pairs: the widest of 64, 32, 16 columns whose CTAs
+// leave at most half of the SMs idle (16 otherwise). Each CTA is a latency-bound chain of chunks,
+// so narrower blocks on idle SMs shorten every chain; but two waves of narrow CTAs lose to one of
+// wide ones (B1 H64: 32 columns in two waves 0.49 ms, 64 in one 0.40 ms; docs/perf/gdn_bwd_dhu.md).
+static int value_block(int64_t pairs, int64_t V, int sms) {
+  for (int bv : {64, 32})
+    if (pairs * (V / bv) * 2 > sms) return bv;
+  return 16;
+}
+
+template <class Element, int kDK>
+cudaError_t launch_for_block(const BwdDhuArgs& a, int bv, cudaStream_t stream) {
+  if (bv == 16) return launch_gdn_bwd_dhu<Element, kDK, 16>(a, stream);
+  if (bv == 32) return launch_gdn_bwd_dhu<Element, kDK, 32>(a, stream);
+  return launch_gdn_bwd_dhu<Element, kDK, 64>(a, stream);
+}
+
 Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, cudaStream_t stream) {
-  // One CTA per (sequence, value head, value block), each a chain of chunks: value blocks of 32
-  // when blocks of 64 would leave more than half of the GPU idle. (Two waves of 32-column CTAs
-  // were slower than one of 64-column ones at B1 H64: 0.49 vs 0.40 ms, docs/perf/gdn_bwd_dhu.md.)
-  const int64_t seqs = a.num_seqs, HV = a.HV;
-  const int bv = seqs * HV * (V / 64) * 2 <= current_device_sm_count() ? 32 : 64;
-  if (seqs * HV * (V / bv) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
+  // One CTA per (sequence, value head, value block), each a chain of chunks.
+  const int64_t pairs = int64_t(a.num_seqs) * a.HV;
+  const int bv = value_block(pairs, V, current_device_sm_count());
+  if (pairs * (V / bv) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
   a.v_blocks = static_cast<int>(V / bv);
   using bf16 = cutlass::bfloat16_t;
   using fp16 = cutlass::half_t;
-  const bool b16 = dtype == DType::kBFloat16, k128 = K == 128, v32 = bv == 32;
+  const bool b16 = dtype == DType::kBFloat16;
   cudaError_t err;
-  if (b16 && k128) err = v32 ? launch_gdn_bwd_dhu<bf16, 128, 32>(a, stream) : launch_gdn_bwd_dhu<bf16, 128, 64>(a, stream);
-  else if (b16) err = v32 ? launch_gdn_bwd_dhu<bf16, 64, 32>(a, stream) : launch_gdn_bwd_dhu<bf16, 64, 64>(a, stream);
-  else if (k128) err = v32 ? launch_gdn_bwd_dhu<fp16, 128, 32>(a, stream) : launch_gdn_bwd_dhu<fp16, 128, 64>(a, stream);
-  else err = v32 ? launch_gdn_bwd_dhu<fp16, 64, 32>(a, stream) : launch_gdn_bwd_dhu<fp16, 64, 64>(a, stream);
+  if (K == 128) err = b16 ? launch_for_block<bf16, 128>(a, bv, stream) : launch_for_block<fp16, 128>(a, bv, stream);
+  else err = b16 ? launch_for_block<bf16, 64>(a, bv, stream) : launch_for_block<fp16, 64>(a, bv, stream);
   return cuda_status(err, "gdn_bwd_dhu");
 }
 }  // namespace gdn

@@ -216,7 +216,7 @@ struct DhuLoadWarpgroup {
     const int64_t chunk = (a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + chunk_of(i);
     Element* dh = static_cast<Element*>(a.dh) + it.b * a.dh_sb + chunk * a.dh_sc + int64_t(it.hv) * a.dh_sh +
                   (int64_t(it.vb) * kBV + dhp.c) * a.dh_sv + int64_t(dhp.r) * a.dh_sk;
-    constexpr int kBatch = 4;  // pieces in registers at a time (the rare path: registers over speed)
+    constexpr int kBatch = PiecesDh::kPieces < 4 ? PiecesDh::kPieces : 4;  // pieces in registers at a time (the rare path)
     static_assert(PiecesDh::kPieces % kBatch == 0);
     CUTE_UNROLL
     for (int p0 = 0; p0 < PiecesDh::kPieces; p0 += kBatch) {

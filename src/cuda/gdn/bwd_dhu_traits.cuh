@@ -72,7 +72,7 @@ struct BwdDhuTraits {
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per CTA");
-  static_assert(kDK % 64 == 0 && kBV % 32 == 0, "WGMMA tiles");
+  static_assert(kDK % 64 == 0 && kBV % 16 == 0, "WGMMA tiles");
 };
 
 // The kernel's named barriers (0 is __syncthreads) and their thread counts: the loader's two
