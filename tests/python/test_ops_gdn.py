@@ -301,6 +301,31 @@ def test_bwd_dhu_matches_reference_with_fla_base2_gates(gate, varlen):
         assert ref.rms_ratio(got, want) < 1e-5
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_cuda)])
+@pytest.mark.parametrize("gate", ["g", "gk"])
+def test_bwd_dhu_op_gates_log2(device, gate):
+    """torch.ops.attnkit.gdn_bwd_dhu(gates_log2=True) on base-2 gates gives what the op gives on
+    the natural-log gates they encode, and the flag is read (the base-2 values taken as natural
+    logs give something else)."""
+    torch.manual_seed(7)
+    B, T, H, HV, K, V = 1, 130, 2, 2, 64, 64
+    dt = torch.float32 if device == "cpu" else torch.bfloat16
+    q = torch.randn(B, T, H, K).to(device, dt)
+    k = F.normalize(torch.randn(B, T, H, K), dim=-1).to(device, dt)
+    w = (k.float() * torch.rand(B, T, HV, 1, device=device)).to(dt)
+    do, dv = torch.randn(B, T, HV, V).to(device, dt), torch.randn(B, T, HV, V).to(device, dt)
+    dht = torch.randn(B, HV, K, V, device=device)
+    step = F.logsigmoid(torch.randn(B, T, HV, *((K,) if gate == "gk" else ()))) * 0.5
+    G = in_chunk_cumsum(step, [0]).to(device)
+    run = lambda G, log2: torch.ops.attnkit.gdn_bwd_dhu(  # noqa: E731
+        q, k, w, do, dv, **{gate: G}, dht=dht, output_dh0=True, gates_log2=log2)
+    want, got, misread = run(G, False), run(G / math.log(2.0), True), run(G / math.log(2.0), False)
+    for a, b in zip(got, want):
+        assert torch.isfinite(a).all()
+        assert ref.rms_ratio(a.double().cpu(), b.double().cpu()) < (1e-5 if device == "cpu" else 1e-3)
+    assert ref.rms_ratio(misread[0].double().cpu(), want[0].double().cpu()) > 1e-2
+
+
 @needs_cuda
 @pytest.mark.parametrize("gate", [None, "g", "gk"])
 @pytest.mark.parametrize("varlen", [False, True])
