@@ -115,6 +115,7 @@ fla_wheels() {  # flash-linear-attention, from the wheels scripts/device/prepare
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/fla_core-*.whl .whl/flash_linear_attention-*.whl \
     .whl/einops-*.whl >>"$OUT/bench.log" 2>&1
   local saved=.deps/fla-autotune/$(gpu_slug).tgz
+  [ -f "$saved" ] || saved=bench/fla-autotune/$(gpu_slug).tgz  # committed: an H200's (2026-11-28)
   if [ -f "$saved" ]; then mkdir -p "$TRITON_CACHE_DIR" && tar xzf "$saved" -C "$TRITON_CACHE_DIR" \
     && echo "   (FLA's autotuning results restored from $saved)"; fi
 }
