@@ -305,7 +305,7 @@ TEST_F(GdnBwdDhuGpu, EachValueBlockWidth) {
     for (int64_t D : {64, 128})
       for (int64_t bv : {16, 32, 64}) {
         // bv = 16: one (sequence, value head) pair; else the fewest pairs whose bv-column blocks
-        // fill more than half of the SMs (then 2 bv-column blocks fill at most about half).
+        // fill more than half of the SMs, so that blocks of 2 bv columns would not.
         const int64_t pairs = bv == 16 ? 1 : sms / (2 * (D / bv)) + 1;
         SCOPED_TRACE("dtype=" + std::to_string(int(dt)) + " K=V=" + std::to_string(D) + " value block " +
                      std::to_string(bv) + " B=" + std::to_string(pairs));
