@@ -40,8 +40,9 @@ __global__ void __launch_bounds__(kOffsetThreads) gdn_chunk_offsets_kernel(const
 
 // The value block for (sequence, value head) pairs: the widest of 64, 32, 16 columns whose CTAs
 // leave at most half of the SMs idle (16 otherwise). Each CTA is a latency-bound chain of chunks,
-// so narrower blocks on idle SMs shorten every chain; but two waves of narrow CTAs lose to one of
-// wide ones (B1 H64: 32 columns in two waves 0.49 ms, 64 in one 0.40 ms; docs/perf/gdn_bwd_dhu.md).
+// so narrower blocks on idle SMs shorten every chain (B1 T4096 H16 on an H200: 128 CTAs of 16
+// columns 0.069 ms, 64 of 32 columns 0.075 ms); but two waves of narrow CTAs lose to one of wide
+// ones (B1 H64: 32 columns in two waves 0.49 ms, 64 in one 0.40 ms; docs/perf/gdn_bwd_dhu.md).
 static int value_block(int64_t pairs, int64_t V, int sms) {
   for (int bv : {64, 32})
     if (pairs * (V / bv) * 2 > sms) return bv;
