@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "attnkit/cpu/parallel.hpp"
+#include "attnkit/semantics/numerics.hpp"
 #include "src/cpu/backend.hpp"
 #include "src/cpu/gdn_io.hpp"
 
@@ -29,7 +30,7 @@ void run(const GdnBwdDhuParams& p) {
     if (p.g.defined()) gam = gather<Acc>(lay.slice(p.g, n, hv));
     if (p.gk.defined()) gam = gather<Acc>(lay.slice(p.gk, n, hv));
     if (p.gates_log2)
-      for (Acc& x : gam) x *= Acc(0.69314718055994530942);  // ln 2: base-2 log-decays to natural
+      for (Acc& x : gam) x *= Acc(kLn2);  // base-2 log-decays to natural
     auto G_at = [&](int64_t t, int64_t d) { return gam[t * G + (G == 1 ? 0 : d)]; };
     // The gate folded into Q and K here: g's; gk's is already in them (see attnkit/gdn.hpp).
     auto Gqk = [&](int64_t t) { return G == 1 ? gam[t] : Acc(0); };
