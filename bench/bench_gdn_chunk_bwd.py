@@ -32,6 +32,7 @@ CASES = [
     ("B4 T8192 H16", 4, 8192, 16, None, 2.0),
     ("varlen 20 seqs 8192 tok H64", 1, 8192, 64, 20, 2.0),
     ("B1 T32768 H32", 1, 32768, 32, None, None),
+    ("B1 T8192 H16", 1, 8192, 16, None, None),  # 32 recurrence chains: the forward's sequence split, rerun too
 ]
 
 

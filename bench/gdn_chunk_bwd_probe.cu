@@ -5,7 +5,8 @@
 //
 //   gdn_chunk_bwd_probe B T H [reps [kept]]   K = V = 128, bf16, l2norm, scalar gate, h0, dht;
 //                                             kept: the forward's intermediates handed to the
-//                                             backward (else it reruns the forward's kernels)
+//                                             backward (else it reruns the forward's kernels);
+//                                             PROBE_SEGMENTS: num_segments of both (the split)
 //   gdn_chunk_bwd_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                             with empty and 1-token sequences, GVA, several items
 //                                             per persistent CTA; rerun and kept; do's rows
@@ -122,6 +123,8 @@ double run_case(const Case& c, int reps, const std::string& prefix) {
 
   GdnFwdParams f;
   f.in = in;
+  const char* seg = std::getenv("PROBE_SEGMENTS");  // the sequence split: 1 none, n forced, unset automatic
+  f.num_segments = seg ? std::atoi(seg) : 0;
   f.out = rows(buf(nullptr, nv * 2), c.HV);
   f.final_state = state(buf(nullptr, ns * 4));
   const size_t fws = cuda::gdn_forward_workspace_size(f);
@@ -134,6 +137,7 @@ double run_case(const Case& c, int reps, const std::string& prefix) {
 
   GdnBwdParams b;
   b.in = in;
+  b.num_segments = f.num_segments;
   if (c.misaligned_dout) {  // the same values one element into a larger buffer
     std::vector<uint16_t> shifted(nv + 1, 0);
     std::copy(dout.begin(), dout.end(), shifted.begin() + 1);

@@ -46,8 +46,9 @@ struct GdnFwdParams {
   // The CUDA forward's sequence split: with too few (sequence, head) pairs to fill the GPU it
   // cuts each sequence into segments that run side by side and are stitched exactly (spec/gdn.md,
   // the affine composition). 0: chosen from the shape and the GPU's SM count; 1: never; n > 1:
-  // n segments (at most one a chunk of 64 tokens). Inference on dense batches only: with
-  // intermediates or cu_seqlens it is 1. The CPU backend ignores it.
+  // n segments (at most one a chunk of 64 tokens). Dense batches only: with cu_seqlens it is 1.
+  // A training forward (intermediates) keeps each segment's chunks as the unsplit run would; the
+  // backward's rerun splits alike (GdnBwdParams::num_segments). The CPU backend ignores it.
   int num_segments = 0;
   Stream stream = nullptr;
 };
@@ -62,6 +63,10 @@ struct GdnBwdParams {
   TensorView dq, dk, dv, dbeta, dg, dinitial_state, dA_log, ddt_bias;
   Workspace workspace;      // gdn_backward_workspace_size() bytes (smaller with intermediates)
   Workspace intermediates;  // optional: the forward's (GdnFwdParams::intermediates), read only
+  // Without intermediates the CUDA backward reruns the forward's kernels, with the forward's
+  // sequence split (GdnFwdParams::num_segments: 0 automatic, 1 never, n segments). With the
+  // same value as a training forward's, kept and rerun intermediates are the same bits.
+  int num_segments = 0;
   Stream stream = nullptr;
 };
 

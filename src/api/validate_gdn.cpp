@@ -161,6 +161,7 @@ Status validate(const GdnBwdParams& p) {
     ATTNKIT_RETURN_IF_ERROR(check_same_shape(p.ddt_bias, "ddt_bias", in.dt_bias, "dt_bias", dev));
   }
   ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, in));
+  if (p.num_segments < 0) return InvalidArgument("num_segments: expected 0 (automatic), 1 (no split) or a segment count, got " + std::to_string(p.num_segments));
   return workspace(p.workspace, gdn_backward_workspace_size(p));
 }
 

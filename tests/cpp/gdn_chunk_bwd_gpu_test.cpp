@@ -58,6 +58,7 @@ struct DeviceBackward {
     f.in = p.in;
     out = std::make_unique<DeviceTensor>(HostTensor(d.v.view.dtype, std::vector<int64_t>(d.v.view.sizes, d.v.view.sizes + 4)));
     f.out = out->view;
+    f.num_segments = p.num_segments;  // the rerun's plan: the same pieces either way
     kept = std::make_unique<DeviceScratch>(gdn_intermediates_size(f.in));
     if (kept->bytes == 0) return Status::Ok();  // nothing kept for these inputs (gk): the backward reruns
     f.intermediates = kept->workspace();
@@ -80,8 +81,9 @@ struct DeviceBackward {
 };
 
 // row_pad > 0: q, k, v rows padded (not 16-byte aligned: every kernel's element-copy path).
-// kept: the backward reads the forward's intermediates. Returns the GPU gradients.
-GdnGrads check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 0, bool kept = false) {
+// kept: the backward reads the forward's intermediates. segments: GdnFwdParams / GdnBwdParams::
+// num_segments, the forward's sequence split (0 automatic). Returns the GPU gradients.
+GdnGrads check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 0, bool kept = false, int segments = 0) {
   GdnData d = make_gdn(c, seed);
   if (row_pad) {
     d.q = padded_rows(d.q, row_pad);
@@ -95,6 +97,11 @@ GdnGrads check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 
   const GdnGrads ref = run_backward(c64, d64, ct64);
 
   DeviceBackward gpu(c, d, ct);
+  if (segments) {
+    gpu.p.num_segments = segments;
+    gpu.ws = std::make_unique<DeviceScratch>(gdn_backward_workspace_size(gpu.p));
+    gpu.p.workspace = gpu.ws->workspace();
+  }
   if (kept) {
     const Status st = gpu.keep_from_forward(gpu.dev);
     EXPECT_TRUE(st.ok()) << st.message();
@@ -261,6 +268,40 @@ TEST_F(GdnChunkBwdGpu, KeptIntermediates) {
     const GdnGrads kept = check_backward(c, 41, 0, true);
     expect_same_bits(kept, check_backward(c, 41, 0, false));
   }
+}
+
+// Few (sequence, value head) chains: the rerun runs the forward's sequence split (segments side by
+// side, stitched), and a training forward keeps each segment's pieces. Forced segment counts
+// (up to one a chunk, and a last segment shorter than the others) against the CPU backend, kept
+// against rerun bit for bit at the same count, and the split's buffers in the workspace only
+// when it splits.
+TEST_F(GdnChunkBwdGpu, SequenceSplitRerunAndKept) {
+  GdnCase c = bwd_case(DType::kBFloat16, 128, 1000);  // 16 chunks, the last 40 rows
+  c.B = 1;
+  c.H = c.HV = 2;
+  c.l2norm = c.fused_gate = true;
+  GdnCase gva = bwd_case(DType::kFloat16, 64, 700);  // 11 chunks
+  gva.B = 2;
+  gva.H = 1;
+  gva.HV = 2;
+  gva.g_lo = -0.02;  // weak decay: the stitched starts weigh on every later chunk
+  int i = 0;
+  for (auto [base, segments] : {std::pair{c, 2}, std::pair{c, 3}, std::pair{c, 16}, std::pair{gva, 4}, std::pair{gva, 0}}) {
+    SCOPED_TRACE("case " + std::to_string(i++) + ", segments " + std::to_string(segments));
+    const GdnGrads rerun = check_backward(base, 41, 0, false, segments);
+    expect_same_bits(check_backward(base, 41, 0, true, segments), rerun);
+  }
+  const GdnData d = make_gdn(c, 41);
+  DeviceBackward gpu(c, d, make_cotangents(c, 42));
+  gpu.p.num_segments = 1;
+  const size_t unsplit = gdn_backward_workspace_size(gpu.p);
+  gpu.p.num_segments = 3;
+  EXPECT_GT(gdn_backward_workspace_size(gpu.p), unsplit) << "the rerun's split takes its starts and products";
+  gpu.p.num_segments = -1;
+  gpu.p.workspace = gpu.ws->workspace();
+  const Status st = gpu.run();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("num_segments"), std::string::npos) << st.message();
 }
 
 TEST_F(GdnChunkBwdGpu, BitwiseDeterministic) {

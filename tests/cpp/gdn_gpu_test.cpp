@@ -206,12 +206,13 @@ struct ChunkOptions {
   DType h0_dtype = DType::kFloat32;
   int num_segments = 0;         // GdnFwdParams::num_segments
   bool odd_unit_strides = false;  // size-1 dims of q, k, v, out given strides of 3 elements (never stepped)
+  bool keep_intermediates = false;  // a training forward (GdnFwdParams::intermediates)
 };
 
 // The chunked forward on the GPU: d's inputs to the device, its outputs (NaN-poisoned first) back
 // as o and ht (ht empty without a final state).
 void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::vector<double>& ht, int num_segments = 0,
-               bool odd_unit_strides = false) {
+               bool odd_unit_strides = false, bool keep_intermediates = false) {
   DeviceGdn g(d);
   g.out->poison();
   if (g.ht) g.ht->poison();
@@ -222,6 +223,8 @@ void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::
   if (g.ht) p.final_state = g.dev.ht.view;
   if (odd_unit_strides)
     for (TensorView* t : {&p.in.q, &p.in.k, &p.in.v, &p.out}) set_odd_unit_strides(*t);
+  const DeviceScratch kept(keep_intermediates ? gdn_intermediates_size(p.in) : 0);
+  if (keep_intermediates) p.intermediates = kept.workspace();
   const DeviceScratch ws(gdn_forward_workspace_size(p));  // the WY kernel's w, u, gamma
   p.workspace = ws.workspace();
   const Status st = gdn_forward(p);
@@ -246,7 +249,7 @@ void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
   if (c.h0 && opt.h0_dtype != d.h0.view.dtype) d.h0 = d.h0.to(opt.h0_dtype);
   std::vector<double> o_ref, ht_ref, o, h;
   gdn_oracle(c, d, o_ref, ht_ref);
-  ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h, opt.num_segments, opt.odd_unit_strides));
+  ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h, opt.num_segments, opt.odd_unit_strides, opt.keep_intermediates));
   ASSERT_TRUE(all_finite(o)) << "unwritten or non-finite outputs";
   EXPECT_LT(rel_rms(o, o_ref), 0.005);
   if (!c.final_state) return;
@@ -555,7 +558,7 @@ TEST_F(GdnChunkGpu, UnalignedRowsAndBf16InitialState) {
 // The sequence split (chunk_fwd_split.cuh) forced on: segments from 2 to one a chunk (the
 // stitch runs from 3 on), a tail chunk in the last segment or none, both head dims and dtypes,
 // GVA with two sequences, h0 absent / fp32 / bf16, both layouts, the fused gate and logit beta,
-// strong gates, the element-wise load path, no final state.
+// strong gates, the element-wise load path, no final state; a training forward's split.
 TEST_F(GdnChunkGpu, SegmentSplitIsExact) {
   GdnCase base = chunk_case(DType::kBFloat16, 128, 1000);  // 16 chunks, the last of 40 tokens
   for (int segments : {2, 3, 5, 16}) {
@@ -577,6 +580,9 @@ TEST_F(GdnChunkGpu, SegmentSplitIsExact) {
   GdnCase no_ht = chunk_case(DType::kBFloat16, 64, 300);
   no_ht.final_state = false;
   check_chunk(no_ht, {.num_segments = 3});
+  // A training forward splits too, keeping each segment's chunks (the backward's tests read them).
+  check_chunk(base, {.num_segments = 3, .keep_intermediates = true});
+  check_chunk(vk, {.num_segments = 4, .keep_intermediates = true});
 }
 
 // One head of a long sequence: 2 chains on a GPU of 100+ SMs, so the forward splits the sequence

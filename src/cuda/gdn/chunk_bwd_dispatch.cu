@@ -1,6 +1,7 @@
 // src/cuda/gdn/chunk_bwd_dispatch.cu — GdnBwdParams -> the chunked backward on the GPU, in order:
 //   1. unless the forward kept them (GdnFwdParams::intermediates): the forward's WY kernel (w, u,
 //      gamma, T) and its recurrence without output, keeping each chunk's start state and v_new
+//      (with few chains, as the forward's sequence split: GdnBwdParams::num_segments)
 //   2. dv_local (per chunk; with the in-op l2norm it also writes q, k normalised into the
 //      workspace, which every later kernel reads)
 //   3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks)
@@ -41,8 +42,9 @@ namespace {
 struct BwdWorkspace {
   int64_t rows = 0, T = 0, H = 0, HV = 0, D = 0, slots = 0, seqs = 0;
   size_t qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, u = 0, dv2 = 0, dh = 0;
-  size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, total = 0;
+  size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, starts = 0, prods = 0, total = 0;
   bool rerun = false;  // the forward's pieces recomputed into this workspace
+  gdn::SplitPlan split;  // the rerun's sequence split, the forward's plan for these inputs
   explicit BwdWorkspace(const GdnBwdParams& p) {
     const GdnInputs& in = p.in;
     if (!gdn::check_chunked_supported(in).ok()) return;
@@ -73,6 +75,11 @@ struct BwdWorkspace {
     dbeta = at.take(rows * HV * 4);
     dg = at.take(rows * HV * 4);
     if (varlen) first = at.take(seqs * 8);
+    if (rerun) split = gdn::plan_split_for(in, p.num_segments);
+    if (split.count > 1) {  // the segments' starts [N, count, HV, D, D] and P^T, fp32
+      starts = at.take(in.q.size(0) * split.count * HV * D * D * 4);
+      prods = at.take(in.q.size(0) * split.count * HV * D * D * 4);
+    }
     total = at.total;
   }
   // [rows, heads, width] at offset `at` as RowTensor (element strides); for optional_rows, at == 0
@@ -111,6 +118,12 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   gdn::BufferLayout at;
   gdn::Intermediates(in, at).point(f, ws.rerun ? base : static_cast<char*>(p.intermediates.data));
   f.u = ws.rows_of(base, ws.u, ws.HV, kD);
+  if (ws.split.count > 1) {
+    f.split.count = ws.split.count;
+    f.split.chunks = ws.split.chunks;
+    f.split.starts = reinterpret_cast<float*>(base + ws.starts);
+    f.split.prods = reinterpret_cast<float*>(base + ws.prods);
+  }
   if (ws.rerun) ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, in.q.dtype, kD, stream));
 
   // 2. dv_local, into u's buffer.

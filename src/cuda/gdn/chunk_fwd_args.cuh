@@ -29,7 +29,7 @@ struct StateTensor {
   int64_t sn = 0, sh = 0, sk = 0, sv = 0;
 };
 
-// The sequence split (inference, dense batches; chunk_fwd_split.cuh): with too few (sequence,
+// The sequence split (dense batches; chunk_fwd_split.cuh): with too few (sequence,
 // value head) chains to fill the GPU, each sequence is cut into `count` segments of `chunks`
 // chunks (the last may be shorter), run side by side and stitched exactly (spec/gdn.md: a run's
 // end state is affine in its start, H_end = P^T H_start + R). Three launches:
@@ -38,8 +38,9 @@ struct StateTensor {
 //     run `extra_blocks` = DK / 64 "virtual" blocks of 64 value columns with u = 0 and the
 //     identity as start, whose end state is P^T (the chunks' product, spec/gdn.md's M), to `prods`;
 //   the stitch kernel: starts[s + 1] += prods[s] starts[s], s = 1 .. count - 2, in order;
-//   kOutputs (Recurrence::kOutput) over every segment from its start (h0 for segment 0), the last
-//     writing the final state.
+//   kOutputs (Recurrence::kOutput; kOutputAndStates or kStates when the backward's start states
+//     and v_new are kept) over every segment from its start (h0 for segment 0), the last writing
+//     the final state.
 struct SegmentSplit {
   enum Pass { kNone, kEnds, kOutputs };
   Pass pass = kNone;
@@ -78,7 +79,7 @@ struct ChunkFwdArgs {
   // Inference with TMA rows at DK = 2 x 64: the WY kernel writes [Tu | Tw] rows into w (u unused)
   // and the recurrence kernel forms w and u itself (chunk_fwd_wu.cuh).
   bool wu_in_recurrence = false;
-  SegmentSplit split;  // split.count > 1: the recurrence runs as segments (inference, dense)
+  SegmentSplit split;  // split.count > 1: the recurrence runs as segments (dense batches)
 };
 
 // CTA `item` -> (sequence n, value head hv, value block vb), vb fastest so that the CTAs sharing

@@ -20,6 +20,12 @@ namespace gdn {
 template <class Element, int kDK>
 cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream);
 
+SplitPlan plan_split_for(const GdnInputs& in, int requested) {
+  if (in.cu_seqlens.defined()) return {};
+  return plan_split((in.q.size(1) + 63) / 64, in.q.size(0) * in.v.size(2), in.v.size(3) / 64, in.q.size(3) / 64,
+                    current_device_sm_count(), requested);
+}
+
 Status check_chunked_supported(const GdnInputs& in) {
   const int64_t K = in.q.size(3), V = in.v.size(3);
   if (in.algorithm != GdnAlgorithm::kChunked)
@@ -96,13 +102,6 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
          gdn::rows_aligned(p.in.k, varlen, 16) && gdn::rows_aligned(p.in.v, varlen, 16);
 }
 
-// The sequence split's plan (chunk_fwd_plan.hpp) for inference on a dense batch; none otherwise.
-gdn::SplitPlan plan_split(const GdnFwdParams& p) {
-  const GdnInputs& in = p.in;
-  if (p.intermediates.data != nullptr || in.cu_seqlens.defined()) return {};
-  return gdn::plan_split((in.q.size(1) + 63) / 64, in.q.size(0) * in.v.size(2), in.v.size(3) / 64, in.q.size(3) / 64,
-                         current_device_sm_count(), p.num_segments);
-}
 
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
 // u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned. With the
@@ -111,7 +110,7 @@ gdn::SplitPlan plan_split(const GdnFwdParams& p) {
 struct ChunkWorkspace {
   int64_t rows = 0, HV = 0, K = 0, V = 0;
   bool wu = false;  // wu_in_recurrence(p): the one decision both the size and the launch follow
-  gdn::SplitPlan split;  // plan_split(p), likewise; then the segments' starts and P^T (fp32) too
+  gdn::SplitPlan split;  // plan_split_for(p.in, ...), likewise; then the segments' starts and P^T (fp32) too
   size_t w = 0, u = 0, gamma = 0, starts = 0, prods = 0, total = 0;
   explicit ChunkWorkspace(const GdnFwdParams& p) {
     if (!check_supported(p).ok()) return;
@@ -123,7 +122,7 @@ struct ChunkWorkspace {
     gdn::BufferLayout at;
     const bool kept = p.intermediates.data != nullptr;
     if (!kept) w = at.take(rows * HV * K * e);
-    split = plan_split(p);
+    split = gdn::plan_split_for(p.in, p.num_segments);
     wu = split.count == 1 && wu_in_recurrence(p);
     if (!wu) u = at.take(rows * HV * V * e);
     if (!kept) gamma = at.take(rows * HV * 4);

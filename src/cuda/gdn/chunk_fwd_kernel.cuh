@@ -15,7 +15,8 @@
 // latency (the 64 x 64 inverse above all) is paid by many CTAs side by side instead of once per
 // chunk in sequence.
 // With few chains (B = 1, few heads) the recurrence runs as the sequence split
-// (chunk_fwd_split.cuh): segments side by side in two passes with a stitch between them.
+// (chunk_fwd_split.cuh): segments side by side in two passes with a stitch between them, in
+// inference, in a training forward and in the backward's rerun alike.
 // Inference with many CTAs at DK = 128 (a.wu_in_recurrence, chosen by chunk_fwd_dispatch.cu): the
 // WY kernel writes [Tu | Tw] rows instead of w and u, and gdn_chunk_fwd_wu_kernel forms w and u
 // in shared memory with a third warpgroup (chunk_fwd_wu.cuh); w and u skip global memory.
@@ -44,8 +45,7 @@ __global__ void __launch_bounds__(T::kWyThreads, kTPairs ? T::kWyTPairsCtasPerSm
 template <class T, Recurrence kMode>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
   const ChunkFwdArgs& a = p.a;
-  constexpr bool split = kMode == Recurrence::kOutput || kMode == Recurrence::kEnd;  // inference only
-  const WorkItem it = split ? recurrence_item(a, blockIdx.x) : WorkItem(a, blockIdx.x);
+  const WorkItem it = recurrence_item(a, blockIdx.x);  // WorkItem(a, blockIdx.x) without the split
   if (threadIdx.x < 128) {
     if (it.nchunks > 0) LoadWarpgroup<T, kMode>{p, a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
@@ -138,8 +138,7 @@ cudaError_t launch_recurrence(const ChunkFwdArgs& a, int64_t items, cudaStream_t
 // The sequence split's three launches after the WY kernel (SegmentSplit, chunk_fwd_split.cuh).
 template <class T>
 cudaError_t launch_split_recurrence(const ChunkFwdArgs& a, cudaStream_t stream) {
-  if (a.wu_in_recurrence || a.states || !a.o.ptr || a.cu_seqlens || a.split.count < 2 || !a.split.starts || !a.split.prods)
-    return cudaErrorInvalidValue;
+  if (a.wu_in_recurrence || a.cu_seqlens || a.split.count < 2 || !a.split.starts || !a.split.prods) return cudaErrorInvalidValue;
   const int64_t heads = int64_t(a.num_seqs) * a.HV;
   ChunkFwdArgs ends = a;
   ends.split.pass = SegmentSplit::kEnds;
@@ -160,6 +159,10 @@ cudaError_t launch_split_recurrence(const ChunkFwdArgs& a, cudaStream_t stream) 
   outputs.split.pass = SegmentSplit::kOutputs;
   const int64_t out_items = segments_of_pass(outputs.split) * heads * blocks_of_pass(outputs);
   if (out_items > INT32_MAX) return cudaErrorInvalidValue;
+  // The second pass in the unsplit launch's mode: with the backward's start states and v_new
+  // (a training forward, or the backward's rerun) each segment keeps its own chunks'.
+  if (!a.o.ptr) return launch_recurrence<T, Recurrence::kStates>(outputs, out_items, stream);
+  if (a.states) return launch_recurrence<T, Recurrence::kOutputAndStates>(outputs, out_items, stream);
   return launch_recurrence<T, Recurrence::kOutput>(outputs, out_items, stream);
 }
 

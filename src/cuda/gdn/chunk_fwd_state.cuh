@@ -51,7 +51,7 @@ struct StateWarpgroup {
   CUTE_DEVICE void keep_for_backward(int j) const {
     int item = blockIdx.x, t = tid;
     asm volatile("" : "+r"(item), "+r"(t));
-    const WorkItem w(a, item);
+    const WorkItem w = recurrence_item(a, item);  // with the split, t0 is the segment's first token
     auto& sm = chunk_smem<typename T::SharedStorage>();
     if (j > 0) {
       Tensor sVn = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBV{});  // [C, BV]
@@ -63,7 +63,8 @@ struct StateWarpgroup {
     const int r = t / kUnits, c = (t % kUnits) * 8;
     const int64_t V = int64_t(a.v_blocks) * kBV;
     Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});  // [DK, BV]
-    auto* out = static_cast<Element*>(a.states) + ((ChunkSlot::first(a, w.n) + j) * a.HV + w.hv) * int64_t(kDK) * V +
+    const int64_t chunk = int64_t(w.seg) * a.split.chunks + j;  // in the sequence
+    auto* out = static_cast<Element*>(a.states) + ((ChunkSlot::first(a, w.n) + chunk) * a.HV + w.hv) * int64_t(kDK) * V +
                 w.vb * kBV + c + r * V;
 #pragma unroll 1  // one 16-byte piece in registers at a time
     for (int i = 0; i < kDK / kStep; ++i) st_global_v4(out + i * kStep * V, ld_shared_v4(&sH(r + i * kStep, c)));

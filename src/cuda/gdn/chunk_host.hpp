@@ -6,11 +6,16 @@
 #include "attnkit/gdn.hpp"
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_plan.hpp"
 
 namespace attnkit::cuda::gdn {
 
 // What the CUDA chunked forward (and so the backward) does not take among the inputs.
 Status check_chunked_supported(const GdnInputs& in);
+// The sequence split's plan (chunk_fwd_plan.hpp) for `in` on this device: dense batches only;
+// requested as GdnFwdParams::num_segments. The training forward and the backward's rerun of it
+// take the same plan from the same inputs, so kept and recomputed intermediates agree bit for bit.
+SplitPlan plan_split_for(const GdnInputs& in, int requested);
 // The forward kernels' arguments for `in`, with no outputs and no workspace set.
 Status chunk_forward_args(const GdnInputs& in, ChunkFwdArgs& a);
 // The WY and recurrence kernels for (dtype, K).
