@@ -80,9 +80,31 @@ void dump(const std::string& path, const void* p, int64_t n, DType dt) {
   std::fclose(f);
 }
 
-// Runs the case: median ms of `reps` backward calls after 2 warm-ups; with `prefix`, dumps the
-// gradients of the last call.
-double run_case(const Case& c, int reps, const std::string& prefix) {
+// Median ms of `reps` calls of fn after 2 warm-ups, each timed with events.
+template <class Fn>
+double median_ms(int reps, Fn&& fn) {
+  cudaEvent_t start, stop;
+  check(cudaEventCreate(&start), "event");
+  check(cudaEventCreate(&stop), "event");
+  std::vector<float> ms;
+  for (int r = 0; r < reps + 2; ++r) {
+    check(cudaEventRecord(start), "event");
+    fn();
+    check(cudaEventRecord(stop), "event");
+    check(cudaEventSynchronize(stop), "the timed call (asynchronous)");
+    float t = 0;
+    check(cudaEventElapsedTime(&t, start, stop), "event");
+    if (r >= 2) ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  std::sort(ms.begin(), ms.end());
+  return ms.empty() ? 0.0 : ms[ms.size() / 2];
+}
+
+// Runs the case: median ms of `reps` backward calls after 2 warm-ups (and of the forward that
+// fills what it reads, into *fwd_ms when given); with `prefix`, dumps the gradients of the last call.
+double run_case(const Case& c, int reps, const std::string& prefix, double* fwd_ms = nullptr) {
   const int64_t N = c.seqlens.empty() ? c.B : static_cast<int64_t>(c.seqlens.size());
   const int64_t nq = c.B * c.T * c.H * c.D, nv = c.B * c.T * c.HV * c.D, ng = c.B * c.T * c.HV, ns = N * c.HV * c.D * c.D;
   std::mt19937 rng(0);
@@ -134,6 +156,7 @@ double run_case(const Case& c, int reps, const std::string& prefix) {
     f.intermediates = {buf(nullptr, bytes), bytes};
   }
   check(cuda::gdn_forward(f), "gdn_forward");
+  if (fwd_ms) *fwd_ms = median_ms(reps, [&] { check(cuda::gdn_forward(f), "gdn_forward"); });
 
   GdnBwdParams b;
   b.in = in;
@@ -156,19 +179,7 @@ double run_case(const Case& c, int reps, const std::string& prefix) {
   const size_t bws = cuda::gdn_backward_workspace_size(b);
   b.workspace = {buf(nullptr, bws), bws};
 
-  cudaEvent_t start, stop;
-  check(cudaEventCreate(&start), "event");
-  check(cudaEventCreate(&stop), "event");
-  std::vector<float> ms;
-  for (int r = 0; r < reps + 2; ++r) {
-    check(cudaEventRecord(start), "event");
-    check(cuda::gdn_backward(b), "gdn_backward");
-    check(cudaEventRecord(stop), "event");
-    check(cudaEventSynchronize(stop), "gdn_backward (asynchronous)");
-    float t = 0;
-    check(cudaEventElapsedTime(&t, start, stop), "event");
-    if (r >= 2) ms.push_back(t);
-  }
+  const double ms = median_ms(reps, [&] { check(cuda::gdn_backward(b), "gdn_backward"); });
   if (!prefix.empty()) {
     dump(prefix + ".dq", b.dq.data, nq, c.dt);
     dump(prefix + ".dk", b.dk.data, nq, c.dt);
@@ -178,10 +189,7 @@ double run_case(const Case& c, int reps, const std::string& prefix) {
     dump(prefix + ".dh0", b.dinitial_state.data, ns, DType::kFloat32);
   }
   for (void* p : owned) cudaFree(p);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  std::sort(ms.begin(), ms.end());
-  return ms.empty() ? 0.0 : ms[ms.size() / 2];
+  return ms;
 }
 
 }  // namespace
@@ -209,8 +217,9 @@ int main(int argc, char** argv) {
   c.H = c.HV = argc > 3 ? std::atoll(argv[3]) : 16;
   const int reps = argc > 4 ? std::atoi(argv[4]) : 20;
   c.kept = argc > 5 && std::string(argv[5]) == "kept";
-  const double ms = run_case(c, reps, "");
-  std::printf("B%lld T%lld H%lld K=V=128 bf16 backward%s: %.4f ms (median of %d)\n", (long long)c.B, (long long)c.T,
-              (long long)c.H, c.kept ? " (kept intermediates)" : "", ms, reps);
+  double fwd_ms = 0;
+  const double ms = run_case(c, reps, "", &fwd_ms);
+  std::printf("B%lld T%lld H%lld K=V=128 bf16 backward%s: %.4f ms, its forward %.4f ms (medians of %d)\n", (long long)c.B,
+              (long long)c.T, (long long)c.H, c.kept ? " (kept intermediates)" : "", ms, fwd_ms, reps);
   return 0;
 }
