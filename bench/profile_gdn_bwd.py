@@ -37,6 +37,17 @@ def main():
     for _ in range(3):
         step()
     torch.cuda.synchronize()
+    # Elapsed time per step (events around each, median) beside the kernels' sum below: a gap
+    # between the two is host time or idle GPU between the kernels.
+    times = []
+    for _ in range(args.iters):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        step()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    elapsed = sorted(times)[len(times) // 2]
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.iters):
             step()
@@ -47,7 +58,8 @@ def main():
             name = e.name.split("<")[0].split("(")[0][:60]
             totals[name] = totals.get(name, 0.0) + e.device_time / 1000.0
     total = sum(totals.values()) / args.iters
-    print(f"B{args.B} T{args.T} H{args.H}{' kept' if args.keep else ''}: {total:.3f} ms of kernels per forward + backward")
+    print(f"B{args.B} T{args.T} H{args.H}{' kept' if args.keep else ''}: {total:.3f} ms of kernels per forward + backward,"
+          f" {elapsed:.3f} ms elapsed (median of {args.iters})")
     for name, ms in sorted(totals.items(), key=lambda x: -x[1]):
         print(f"  {ms / args.iters:8.4f} ms  {name}")
 
