@@ -71,6 +71,13 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   std::memcpy(a.lse_stride, f.lse_stride, sizeof(a.lse_stride));
   a.batch = B; a.seqlen_q = a.seqlen_k = a.max_seqlen_q = a.max_seqlen_k = S; a.heads_q = H; a.heads_kv = Hkv;
   a.head_dim = D; a.scale = f.scale; a.mask.causal = causal;
+  // The dispatcher's memory-system input to the launch rules (current_device_fast_dram, not linked
+  // here): PROBE_FAST_DRAM=0 / 1 forces it, else the device's peak bandwidth decides.
+  int khz = 0, bits = 0;
+  cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, 0);
+  cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, 0);
+  a.fast_dram = 2.0 * khz * 1e3 * (bits / 8.0) / 1e12 >= 4.0;
+  if (const char* e = std::getenv("PROBE_FAST_DRAM")) a.fast_dram = atoi(e) != 0;
   const char* after_env = std::getenv("PROBE_DQ_AFTER_HEADS");
   a.dq_after_heads = !after_env || atoi(after_env) != 0;
   if (const char* pre_env = std::getenv("PROBE_PRE_SMS")) a.preprocess_sms = atoi(pre_env);
@@ -96,7 +103,7 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
     ws.carve(base, a);
     a.dq_chains = mode == 2 ? 2 : 1;
     // mode 3: the default with the claims at any length; mode 4: with the zeroing at any length
-    a.dq_zeroed = (mode == 0 && dq_zeroed_rule(false, S, causal, D)) || mode == 4;
+    a.dq_zeroed = (mode == 0 && dq_zeroed_rule(false, S, causal, D, a.fast_dram)) || mode == 4;
     cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
     std::vector<float> ts;
     for (int it = 0; it < 33; ++it) {

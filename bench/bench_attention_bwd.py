@@ -2,6 +2,10 @@
 flash backward in one process on one GPU. Prints a table of ratios and writes JSON lines.
 
     python3 bench/bench_attention_bwd.py [--lib build-device/tools/libattnkit_c.so] [--out DIR] [--quick]
+                                         [--lengths 512,2048] [--dims 64,128]
+
+--lengths / --dims keep the dense cases of those sequence lengths / head dims (and the GQA and varlen
+rows only where they match), for a shorter call.
 
 FLOPs: 2.5 x the forward's 4*B*H*Sq*Sk*D, halved when causal (../shared/DESIGN.md). Timing: triton's
 do_bench (CUDA events, L2 flushed between runs), median. attnkit is timed on its backward call alone
@@ -44,7 +48,12 @@ def main():
     ap.add_argument("--lib", default="build-device/tools/libattnkit_c.so")
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--lengths", default=None, help="comma-separated sequence lengths to keep (default: all)")
+    ap.add_argument("--dims", default=None, help="comma-separated head dims to keep (default: all)")
     args = ap.parse_args()
+    lengths = {int(x) for x in args.lengths.split(",")} if args.lengths else None
+    dims = {int(x) for x in args.dims.split(",")} if args.dims else None
+    keep = lambda S, D: (lengths is None or S in lengths) and (dims is None or D in dims)
     ak = Attnkit(load_lib(args.lib))
     bwd = load_bwd(args.lib)
     errbuf = ctypes.create_string_buffer(512)
@@ -76,6 +85,7 @@ def main():
                 cases.append((16384 // S, H, H, S, D, causal))
     cases.append((2, 32, 8, 8192, 128, True))  # GQA 32q/8kv
     cases += [(8, 32, 8, 2048, 128, False), (8, 32, 8, 2048, 128, True)]  # GQA at 2k: the heads packed in the CTA
+    cases = [c for c in cases if keep(c[3], c[4])]
     print(f"{'case':38s} {'attnkit':>8s} {'determ.':>8s} {'cuDNN':>8s} {'flash':>8s} {'vs cuDNN':>9s} {'vs flash':>9s} "
           f"{'det cost':>8s}  max|dq err| vs cuDNN")
     for (B, Hq, Hkv, S, D, causal) in cases:
@@ -110,6 +120,9 @@ def main():
         print(f"{name:38s} {row['tflops']:8.1f} {f / det_ms / 1e9:8.1f} {row['cudnn_tflops']:8.1f} {row['flash_tflops']:8.1f} "
               f"{row['ratio_cudnn']:8.2f}x {row['ratio_flash']:8.2f}x {100 * row['deterministic_cost']:7.0f}%  {err:.3g}", flush=True)
     # One varlen batch (as the forward benchmark): the peers run it padded to the longest sequence.
+    if not keep(max(VARLEN_LENS), 128):
+        print("wrote", write_rows(args.out, "bench_attention_bwd.jsonl", rows))
+        return
     lens = VARLEN_LENS
     cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), device=dev, dtype=torch.int32)
     T, H, D = sum(lens), 16, 128

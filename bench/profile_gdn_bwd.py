@@ -39,15 +39,25 @@ def main():
     torch.cuda.synchronize()
     # Elapsed time per step (events around each, median) beside the kernels' sum below: a gap
     # between the two is host time or idle GPU between the kernels.
-    times = []
+    # Also the host's time to issue a step (no wait on the GPU inside it) and the caching
+    # allocator's cudaMalloc / cudaFree calls over the loop (each one synchronises the device).
+    import time
+    times, host = [], []
+    stats0 = torch.cuda.memory_stats()
     for _ in range(args.iters):
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        t0 = time.perf_counter()
         step()
+        host.append((time.perf_counter() - t0) * 1e3)
         stop.record()
         stop.synchronize()
         times.append(start.elapsed_time(stop))
+    stats1 = torch.cuda.memory_stats()
     elapsed = sorted(times)[len(times) // 2]
+    print(f"host time to issue a step: {sorted(host)[len(host) // 2]:.3f} ms (median); cudaMalloc / cudaFree calls over"
+          f" {args.iters} steps: {stats1.get('num_device_alloc', 0) - stats0.get('num_device_alloc', 0)} /"
+          f" {stats1.get('num_device_free', 0) - stats0.get('num_device_free', 0)}")
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(args.iters):
             step()

@@ -4,6 +4,7 @@
 namespace attnkit::cuda {
 int device_count() { return 0; }
 int current_device_sm_count() { return 1; }
+double current_device_dram_tbps() { return 0.0; }
 }  // namespace attnkit::cuda
 
 #include "src/cuda/api.hpp"

@@ -244,8 +244,8 @@ TEST_F(AttentionBwdGpu, GqaAtomicAndSplitFp16AndStrides) {
 
 // The default mode's zeroed dq_accum (dq_zeroed_rule) with the consumers adding their dQ partials
 // from registers (AttnBwdArgs::dq_direct; D64 and D128 address the tile two ways): 2048 keys without
-// a mask, more with a causal mask, GQA both ways, and a varlen batch whose longest key sequence
-// passes 2048.
+// a mask, more with a causal mask, 2048 with one (zeroed where the memory system is fast), GQA
+// both ways, and a varlen batch whose longest key sequence passes 2048.
 TEST_F(AttentionBwdGpu, DqAddedByTheConsumersIntoTheZeroedAccumulator) {
   for (int64_t D : {64, 128}) {
     Case plain;
@@ -263,6 +263,13 @@ TEST_F(AttentionBwdGpu, DqAddedByTheConsumersIntoTheZeroedAccumulator) {
     causal.Hkv = 1;
     causal.mask.causal = true;
     check(causal, GqaReduction::kSplit);
+    Case causal_2k;  // 2048 keys with a causal mask: zeroed on a fast memory system (an H200),
+    causal_2k.D = D;  // with the preprocess beside the main kernel under the mask; else the claims
+    causal_2k.Sq = causal_2k.Sk = 2048;
+    causal_2k.Hq = 2;
+    causal_2k.Hkv = 1;
+    causal_2k.mask.causal = true;
+    check(causal_2k, GqaReduction::kAtomic);
     Case v;
     v.D = D;
     v.lq = {70, 0, 129};

@@ -99,6 +99,8 @@ struct AttnBwdArgs {
   // (Last: a field in the middle moved the others' offsets, and the kernel's code with them.)
   int heads_per_cta_log2 = 0;
   ATTNKIT_HD bool dkv_in_cta() const { return (heads_q >> heads_per_cta_log2) == heads_kv; }
+  // The device's memory system is fast (current_device_fast_dram): the launch rules' input.
+  bool fast_dram = false;
 };
 
 // Head dims whose consumers add dQ into a zeroed dq_accum themselves (AttnBwdArgs::dq_direct;
@@ -106,15 +108,23 @@ struct AttnBwdArgs {
 // 1.3x slower than the writer warp's bulk add (docs/perf/attention_bwd.md, "dQ added by the consumers").
 ATTNKIT_HD constexpr bool dq_direct_adds(int head_dim) { return head_dim <= 128; }
 
-// AttnBwdArgs::dq_zeroed's rule: the default mode with more than 2048 keys, or 2048 without a mask.
+// AttnBwdArgs::dq_zeroed's rule: the default mode with more than 2048 keys, or 2048 without a mask;
+// on a fast memory system (fast_dram: an H200) with the consumers' direct adds, also 2048 keys with
+// a mask and any length without one.
 // Measured on an H100 (bench/results/2026-11-23-h100-attention-bwd-dq-first-store-ab-probe.txt): the
 // first-writer store took S512 4-9% and S2k 0-3% faster, S16k 1-4% slower (every key tile of a head
 // meets each query tile at about the same moment there, so most of them wait for the first store
 // to land). Since the consumers add into the zeroed dq_accum themselves (dq_direct, D <= 128), the
 // zeroing also wins at 2048 keys without a mask (D64 -1.5..-6.9%, D128 -1..-2.6%; with a causal
-// mask +0.4..1.1%): docs/perf/attention_bwd.md, "dQ added by the consumers".
-inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int head_dim) {
-  return !ordered_dq && (max_seqlen_k > 2048 || (dq_direct_adds(head_dim) && max_seqlen_k == 2048 && !masked));
+// mask +0.4..1.1%): docs/perf/attention_bwd.md, "dQ added by the consumers". On an H200 the
+// zeroing pass is cheaper and the balance moves: S2k causal D64 -3.5%, D128 -1%, S512 D64 -7%
+// without a mask, S512 causal +0..2% (docs/perf/attention_bwd.md, "The launch rules on the H200").
+inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int head_dim, bool fast_dram) {
+  if (ordered_dq) return false;
+  if (max_seqlen_k > 2048) return true;
+  if (!dq_direct_adds(head_dim)) return false;
+  if (fast_dram) return !masked || max_seqlen_k == 2048;
+  return max_seqlen_k == 2048 && !masked;
 }
 
 // AttnBwdArgs::preprocess_sms's rule: an eighth of the SMs stream O and dO (and zero dq_accum)
@@ -122,9 +132,14 @@ inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int h
 // doubled) and the key tiles' work is all alike (no causal mask, window or BlockMask). Measured on
 // an H100 (docs/perf/attention_bwd.md, "The preprocess beside the main kernel"): D128 S2k -2.7%;
 // with a causal mask or a BlockMask the SMs taken from the main kernel's first, longest tiles cost
-// as much as the overlap saves (flex causal / ALiBi +1-2%).
-inline int preprocess_sms_rule(int num_sms, bool dq_zeroed, bool work_differs) {
-  return dq_zeroed && !work_differs ? num_sms / 8 : 0;
+// as much as the overlap saves (flex causal / ALiBi +1-2%). On a fast memory system (an H200) with
+// at most 2048 keys, a quarter of the SMs, masked or not: D128 S2k causal -1.6%, without a mask
+// -0.5%, D64 S2k causal -0.5% against the H100's choice (docs/perf/attention_bwd.md, "The launch
+// rules on the H200").
+inline int preprocess_sms_rule(int num_sms, bool dq_zeroed, bool work_differs, int max_seqlen_k, bool fast_dram) {
+  if (!dq_zeroed) return 0;
+  if (fast_dram && max_seqlen_k <= 2048) return num_sms / 4;
+  return work_differs ? 0 : num_sms / 8;
 }
 
 // log2 of the group size (Hq / Hkv) where it is a power of two, else -1: the packed layout's

@@ -120,7 +120,8 @@ Status attention_backward(const AttentionBwdParams& caller) {
   if (a.batch > 65535)
     return Unsupported("cu_seqlens_q: the CUDA backward takes at most 65535 sequences per call, got " + std::to_string(a.batch));
   a.ordered_dq = ordered_dq(p);
-  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, mask_varies_work(a.mask), a.head_dim);
+  a.fast_dram = current_device_fast_dram();
+  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, mask_varies_work(a.mask), a.head_dim, a.fast_dram);
   a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();
   a.split_dkv = split_dkv(p);

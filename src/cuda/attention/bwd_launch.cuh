@@ -24,7 +24,8 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   AttnBwdArgs a = args;
   a.dq_after_heads = args.dq_after_heads && n_blocks > 0 && max_rows > 0;  // both kernels run
   const bool work_differs = mask_varies_work(a.mask) || Variant::key_tiles_differ(extra);
-  if (a.preprocess_sms < 0) a.preprocess_sms = preprocess_sms_rule(a.num_sms, a.dq_zeroed, work_differs);
+  if (a.preprocess_sms < 0)
+    a.preprocess_sms = preprocess_sms_rule(a.num_sms, a.dq_zeroed, work_differs, a.max_seqlen_k, a.fast_dram);
   if (n_blocks == 0 || max_rows == 0) a.preprocess_sms = 0;  // (nothing to start beside)
   auto stream = static_cast<cudaStream_t>(a.stream);
   const bool varlen = a.cu_seqlens_q != nullptr;

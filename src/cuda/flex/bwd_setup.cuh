@@ -99,7 +99,8 @@ inline Status fill_bwd_args(const FlexBwdParams& p, AttnBwdArgs& a) {
   // zeroing pass): few key tiles meet a query tile of a sparse mask, and at half density (causal)
   // the claims cost nothing either (H100, S16k: sliding window -3.2%, documents -2.6%, causal and
   // ALiBi +-0; without a BlockMask +0.9%, so the softmax rule stays; docs/perf/flex_bwd.md).
-  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, /*masked=*/true, a.head_dim) && !p.block_mask.defined();
+  a.fast_dram = current_device_fast_dram();
+  a.dq_zeroed = dq_zeroed_rule(a.ordered_dq, a.max_seqlen_k, /*masked=*/true, a.head_dim, a.fast_dram) && !p.block_mask.defined();
   a.dq_after_heads = true;  // the dq conversion beside the main kernel's tail (bwd_launch.cuh)
   a.num_sms = current_device_sm_count();  // the launch order's rule (launch_order.hpp)
   a.stream = p.stream;
