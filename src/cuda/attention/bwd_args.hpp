@@ -132,14 +132,14 @@ inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int h
 // doubled) and the key tiles' work is all alike (no causal mask, window or BlockMask). Measured on
 // an H100 (docs/perf/attention_bwd.md, "The preprocess beside the main kernel"): D128 S2k -2.7%;
 // with a causal mask or a BlockMask the SMs taken from the main kernel's first, longest tiles cost
-// as much as the overlap saves (flex causal / ALiBi +1-2%). On a fast memory system (an H200) with
-// at most 2048 keys, a quarter of the SMs, masked or not: D128 S2k causal -1.6%, without a mask
-// -0.5%, D64 S2k causal -0.5% against the H100's choice (docs/perf/attention_bwd.md, "The launch
-// rules on the H200").
+// as much as the overlap saves (flex causal / ALiBi +1-2%). On a fast memory system (an H200) the
+// masked rows of at most 2048 keys, zeroed there since dq_zeroed_rule's H200 case, take a quarter
+// of the SMs: D128 S2k causal 0.818 ms against 0.831 with the preprocess first, D64 1.119 against
+// 1.125 (docs/perf/attention_bwd.md, "The launch rules on the H200").
 inline int preprocess_sms_rule(int num_sms, bool dq_zeroed, bool work_differs, int max_seqlen_k, bool fast_dram) {
   if (!dq_zeroed) return 0;
-  if (fast_dram && max_seqlen_k <= 2048) return num_sms / 4;
-  return work_differs ? 0 : num_sms / 8;
+  if (!work_differs) return num_sms / 8;
+  return fast_dram && max_seqlen_k <= 2048 ? num_sms / 4 : 0;
 }
 
 // log2 of the group size (Hq / Hkv) where it is a power of two, else -1: the packed layout's
