@@ -102,7 +102,6 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
          gdn::rows_aligned(p.in.k, varlen, 16) && gdn::rows_aligned(p.in.v, varlen, 16);
 }
 
-
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
 // u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned. With the
 // caller's intermediates (a training forward) w and gamma live there and only u here; with
