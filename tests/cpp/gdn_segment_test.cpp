@@ -125,6 +125,9 @@ TEST(GdnSplitPlan, FewChainsSplitManyDoNot) {
   const SplitPlan b1 = plan_split(128, 16, 2, 2, 132, 0);  // B1 T8192 H16: 32 chains
   EXPECT_EQ(b1.count, 3);
   EXPECT_EQ(b1.chunks, 43);
+  EXPECT_EQ(plan_split(128, 32, 2, 2, 132, 0).count, 2);   // B2 H16: 64 chains, one wave of 128 CTAs
+  EXPECT_EQ(plan_split(512, 32, 2, 2, 132, 0).count, 2);   // B1 T32768 H32
+  EXPECT_EQ(plan_split(128, 48, 2, 2, 132, 0).count, 1);   // 96 chains: two segments would be two waves
   EXPECT_EQ(plan_split(128, 64, 2, 2, 132, 0).count, 1);   // B4 H16 / B1 H64: 128 chains
   EXPECT_EQ(plan_split(128, 128, 2, 2, 132, 0).count, 1);  // B2 H64
   EXPECT_GT(plan_split(128, 8, 2, 2, 132, 0).count, 2);    // B1 H8: 16 chains

@@ -15,10 +15,13 @@ struct SplitPlan {
 // A cost model in units of one output-mode chunk step of a recurrence CTA (one CTA an SM):
 // unsplit, waves x chunks; split into S segments of L chunks, the first pass's waves x L x
 // kEndStep (no output: only the state's path), a stitch step per segment, two more launches,
-// and the output pass's waves x L. Split when that is under 85% of unsplit. The constants are
+// and the output pass's waves x L. Split when that is under 95% of unsplit. The constants are
 // measured on an H200 (docs/perf/gdn_chunk_fwd.md, v10): a kEnd chunk step ~0.68 of an output
 // one, a stitch step ~3.5 us ~ 2 output steps. At B1 H16 T8192 (32 chains of 128 chunks on 132
-// SMs) it picks 3 segments: 96 CTAs x 43 chunks in each pass.
+// SMs) it picks 3 segments: 96 CTAs x 43 chunks in each pass; at 64 chains of 128 chunks or more,
+// 2 (the 85% first used left those unsplit; split in two on an H200: inference forward -5%,
+// training forward -20%, the backward's rerun -4.5% at B2 T8192 H16, forward -11% and backward -6%
+// at B1 T32768 H32: docs/perf/gdn_chunk_bwd.md, "The rerun ... as the forward's sequence split").
 //   nchunks: chunks a sequence; heads: sequences x value heads; v_blocks = V / 64; p_blocks =
 //   K / 64 (P's virtual blocks); requested: GdnFwdParams::num_segments (0: the model decides).
 inline SplitPlan plan_split(int64_t nchunks, int64_t heads, int64_t v_blocks, int64_t p_blocks, int sms, int requested) {
@@ -35,7 +38,7 @@ inline SplitPlan plan_split(int64_t nchunks, int64_t heads, int64_t v_blocks, in
   if (requested > 1) return of(std::min<int64_t>(requested, nchunks));
   const int64_t slots = std::max(1, sms);
   auto waves = [&](int64_t ctas) { return static_cast<double>((ctas + slots - 1) / slots); };
-  double best = 0.85 * waves(chains) * nchunks;
+  double best = 0.95 * waves(chains) * nchunks;
   for (int64_t segments = 2; segments <= 16 && segments <= nchunks; ++segments) {
     const SplitPlan s = of(segments);
     if (s.count < 2) continue;
