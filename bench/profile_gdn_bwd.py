@@ -5,8 +5,10 @@ per-kernel CUDA time summed over --iters iterations and divided by them.
     python3 bench/profile_gdn_bwd.py [--B 4 --T 8192 --H 16] [--iters 10] [--keep]
 
 --keep: the forward keeps its intermediates (keep_intermediates=True), the backward reruns nothing.
+Also printed: the elapsed time per step and the host's time to issue one (a step whose host time
+exceeds its kernels' is host-bound), and the caching allocator's cudaMalloc / cudaFree calls.
 """
-import argparse, os, sys
+import argparse, os, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch
@@ -41,7 +43,6 @@ def main():
     # between the two is host time or idle GPU between the kernels.
     # Also the host's time to issue a step (no wait on the GPU inside it) and the caching
     # allocator's cudaMalloc / cudaFree calls over the loop (each one synchronises the device).
-    import time
     times, host = [], []
     stats0 = torch.cuda.memory_stats()
     for _ in range(args.iters):
