@@ -101,6 +101,12 @@ Status check_same_shape(const TensorView& t, const char* name, const TensorView&
   return Status::Ok();
 }
 
+// The sequence split's segment count (GdnFwdParams / GdnBwdParams::num_segments).
+Status num_segments(int n) {
+  if (n >= 0) return Status::Ok();
+  return InvalidArgument("num_segments: expected 0 (automatic), 1 (no split) or a segment count, got " + std::to_string(n));
+}
+
 // The forward's kept intermediates: absent, or exactly gdn_intermediates_size() bytes (a buffer sized
 // for other inputs is caught here), 256-byte aligned.
 Status intermediates(const Workspace& w, const GdnInputs& in) {
@@ -134,7 +140,7 @@ Status validate(const GdnFwdParams& p) {
   if (p.final_state.defined())
     ATTNKIT_RETURN_IF_ERROR(check_state(p.final_state, "final_state", s.N, s, p.in.state_layout, dev, true));
   ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, p.in));
-  if (p.num_segments < 0) return InvalidArgument("num_segments: expected 0 (automatic), 1 (no split) or a segment count, got " + std::to_string(p.num_segments));
+  ATTNKIT_RETURN_IF_ERROR(num_segments(p.num_segments));
   return workspace(p.workspace, gdn_forward_workspace_size(p));
 }
 
@@ -161,7 +167,7 @@ Status validate(const GdnBwdParams& p) {
     ATTNKIT_RETURN_IF_ERROR(check_same_shape(p.ddt_bias, "ddt_bias", in.dt_bias, "dt_bias", dev));
   }
   ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, in));
-  if (p.num_segments < 0) return InvalidArgument("num_segments: expected 0 (automatic), 1 (no split) or a segment count, got " + std::to_string(p.num_segments));
+  ATTNKIT_RETURN_IF_ERROR(num_segments(p.num_segments));
   return workspace(p.workspace, gdn_backward_workspace_size(p));
 }
 

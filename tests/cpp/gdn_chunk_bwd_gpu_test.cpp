@@ -298,7 +298,6 @@ TEST_F(GdnChunkBwdGpu, SequenceSplitRerunAndKept) {
   gpu.p.num_segments = 3;
   EXPECT_GT(gdn_backward_workspace_size(gpu.p), unsplit) << "the rerun's split takes its starts and products";
   gpu.p.num_segments = -1;
-  gpu.p.workspace = gpu.ws->workspace();
   const Status st = gpu.run();
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
   EXPECT_NE(st.message().find("num_segments"), std::string::npos) << st.message();

@@ -326,6 +326,26 @@ TEST(Validation, GdnIntermediates) {
   expect_invalid(gdn_backward(b), "intermediates", "expected gdn_intermediates_size() = " + std::to_string(need));
 }
 
+// GdnFwdParams / GdnBwdParams::num_segments: 0, 1 or a count; a negative one is refused on any
+// backend (the CPU ignores the split but not a wrong argument).
+TEST(Validation, GdnNegativeSegmentCount) {
+  GdnCase c;
+  c.h0 = false;
+  GdnData d = make_gdn(c, 9);
+  GdnFwdParams p;
+  p.in = gdn_inputs(c, d);
+  p.out = d.out.view;
+  p.num_segments = 3;
+  ASSERT_OK(gdn_forward(p));
+  p.num_segments = -1;
+  expect_invalid(gdn_forward(p), "num_segments", "segment count, got -1");
+  const Cotangents ct = make_cotangents(c, 10);
+  GdnGrads g = make_grads(d);
+  GdnBwdParams b = gdn_bwd_params(c, d, ct, g);
+  b.num_segments = -2;
+  expect_invalid(gdn_backward(b), "num_segments", "segment count, got -2");
+}
+
 TEST(Validation, GdnVarlenNeedsBatchOne) {
   GdnCase c;
   c.B = 2;
