@@ -3,10 +3,13 @@ flash-linear-attention's chunk_gated_delta_rule_bwd_dhu in one process: issue 6'
 (K = V = 128, bf16 rows, fp32 in-chunk cumulative gates, dht given, dh0 returned).
 
     python3 bench/bench_gdn_bwd_dhu.py [--out DIR] [--fla-only] [--lib build/tools/libattnkit_c.so]
+                                      [--cases 0,5] [--segments N]
 
 --fla-only times FLA alone (no attnkit op build needed: FLA's wheels are enough), e.g. to learn
 where a device puts the bar. --lib calls attnkit through the C ABI (tools/capi.cpp) instead of the
-torch op: a CUDA build's libattnkit_c.so is enough, no op library.
+torch op: a CUDA build's libattnkit_c.so is enough, no op library; with it, --segments sets
+GdnBwdDhuParams::num_segments (0 automatic, 1 no split, n). The cases past issue 6's three shapes
+have few (sequence, value head) chains: bwd_dhu's own sequence split runs there (no bar).
 
 Both sides get the same tensors; FLA takes base-2 gates and so does attnkit's Python wrapper (it
 converts them for the op). Inputs are shaped like the real pass's: unit keys, w = beta * k, so
@@ -33,6 +36,9 @@ CASES = [
     ("B1 T8192 H64 gk", 1, 8192, 64, "gk", 1.3),
     ("B1 T4096 H16 no gate", 1, 4096, 16, None, 1.3),
     ("B1 T4096 H16 g", 1, 4096, 16, "g", 1.3),
+    ("B1 T8192 H4 no gate", 1, 8192, 4, None, None),
+    ("B1 T8192 H4 g", 1, 8192, 4, "g", None),
+    ("B1 T8192 H1 gk", 1, 8192, 1, "gk", None),
 ]
 
 
@@ -53,12 +59,12 @@ def make_inputs(B, T, H, gate, dev="cuda"):
     return q, k, w, do, dv, g, gk, dht
 
 
-def c_abi_dhu(path):
+def c_abi_dhu(path, segments=0):
     """attnkit's bwd_dhu through the C ABI, called like the torch op's wrapper: FLA's base-2 gates,
-    which the op takes as they are (gates_log2)."""
+    which the op takes as they are (gates_log2); `segments`: num_segments."""
     f = ctypes.CDLL(path).attnkit_c_gdn_bwd_dhu
     P, I64, I = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int
-    f.argtypes = [P] * 7 + [I] + [P] * 4 + [I64] * 6 + [I, ctypes.c_double, P, ctypes.c_char_p, I]
+    f.argtypes = [P] * 7 + [I] + [P] * 4 + [I64] * 6 + [I, ctypes.c_double, I, P, ctypes.c_char_p, I]
     err = ctypes.create_string_buffer(512)
     ptr = lambda t: None if t is None else t.data_ptr()
 
@@ -69,7 +75,7 @@ def c_abi_dhu(path):
         dh0 = torch.empty(B, HV, K, V, device=q.device) if h0 is not None else None
         dv2 = torch.empty_like(dv)
         rc = f(ptr(q), ptr(k), ptr(w), ptr(do), ptr(dv), ptr(g), ptr(gk), 1, ptr(dht), ptr(dh), ptr(dh0), ptr(dv2),
-               B, T, H, HV, K, V, 0 if q.dtype == torch.bfloat16 else 1, scale or -1.0,
+               B, T, H, HV, K, V, 0 if q.dtype == torch.bfloat16 else 1, scale or -1.0, segments,
                torch.cuda.current_stream().cuda_stream, err, 512)
         if rc:
             raise RuntimeError(err.value.decode())
@@ -82,9 +88,11 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "bench/results"))
     ap.add_argument("--fla-only", action="store_true", help="time FLA alone")
     ap.add_argument("--lib", help="libattnkit_c.so: attnkit through the C ABI instead of the torch op")
+    ap.add_argument("--cases", default=None, help="comma-separated indices into CASES (default: all)")
+    ap.add_argument("--segments", type=int, default=0, help="with --lib: num_segments (0 automatic, 1 none)")
     args = ap.parse_args()
     if args.lib:
-        attnkit_dhu = c_abi_dhu(args.lib)
+        attnkit_dhu = c_abi_dhu(args.lib, args.segments)
     elif not args.fla_only:
         import attnkit
         attnkit_dhu = attnkit.chunk_gated_delta_rule_bwd_dhu
@@ -92,7 +100,8 @@ def main():
     meta = device_meta()
     rows = []
     print(f"{'case':24s} {'attnkit ms':>10s} {'FLA ms':>8s} {'speedup':>8s} {'bar':>5s}  rel dh / dh0 / dv2 vs FLA  graphs")
-    for name, B, T, H, gate, bar in CASES:
+    cases = CASES if args.cases is None else [CASES[int(i)] for i in args.cases.split(",")]
+    for name, B, T, H, gate, bar in cases:
         q, k, w, do, dv, g, gk, dht = make_inputs(B, T, H, gate)
         kw = dict(g=g, gk=gk, h0=dht, dht=dht, scale=D ** -0.5)
         ms, g_ms, res = float("nan"), None, None
@@ -112,11 +121,11 @@ def main():
         speedup = fla_ms / ms
         graph_speedup = fla_g_ms / g_ms if g_ms and fla_g_ms else None
         rows.append(dict(meta, op="gdn_bwd_dhu", case=name, B=B, T=T, H=H, K=D, V=D, gate=gate, ms=ms, fla_ms=fla_ms,
-                         speedup_vs_fla=speedup, bar=bar, graph_ms=g_ms, fla_graph_ms=fla_g_ms,
+                         speedup_vs_fla=speedup, bar=bar, segments=args.segments if args.lib else 0, graph_ms=g_ms, fla_graph_ms=fla_g_ms,
                          graph_speedup_vs_fla=graph_speedup, rel_rms_dh_vs_fla=rel[0], rel_rms_dh0_vs_fla=rel[1],
                          rel_rms_dv2_vs_fla=rel[2]))
         graphs = f"{g_ms:.4f} / {fla_g_ms:.4f} ms ({graph_speedup:.2f}x)" if graph_speedup else "-"
-        print(f"{name:24s} {ms:10.4f} {fla_ms:8.4f} {speedup:7.2f}x {bar:>5}  "
+        print(f"{name:24s} {ms:10.4f} {fla_ms:8.4f} {speedup:7.2f}x {bar or '-':>5}  "
               f"{rel[0]:.1e} / {rel[1]:.1e} / {rel[2]:.1e}  {graphs}", flush=True)
     print("wrote", write_rows(args.out, "bench_gdn_bwd_dhu.jsonl", rows))
 

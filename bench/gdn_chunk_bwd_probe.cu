@@ -1,7 +1,7 @@
 // bench/gdn_chunk_bwd_probe.cu — the CUDA chunked GDN backward alone, for quick looks on the
 // device: builds from its own translation units in a few minutes (PROBE=bwd bench/gdn_chunk_probe.sh),
-// times the backward with events (median) and gives ncu a short process to profile. The forward
-// runs once beforehand to fill the intermediates when they are kept.
+// times the backward with events (median; and the host's time to issue it) and gives ncu a short
+// process to profile. The forward runs once beforehand to fill the intermediates when they are kept.
 //
 //   gdn_chunk_bwd_probe B T H [reps [kept]]   K = V = 128, bf16, l2norm, scalar gate, h0, dht;
 //                                             kept: the forward's intermediates handed to the
@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -82,29 +83,34 @@ void dump(const std::string& path, const void* p, int64_t n, DType dt) {
 
 // Median ms of `reps` calls of fn after 2 warm-ups, each timed with events.
 template <class Fn>
-double median_ms(int reps, Fn&& fn) {
+double median_ms(int reps, Fn&& fn, double* host_ms = nullptr) {
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "event");
   check(cudaEventCreate(&stop), "event");
   std::vector<float> ms;
+  std::vector<double> host;  // time to issue the call (the GPU drained before it)
   for (int r = 0; r < reps + 2; ++r) {
     check(cudaEventRecord(start), "event");
+    const auto t0 = std::chrono::steady_clock::now();
     fn();
+    const auto t1 = std::chrono::steady_clock::now();
     check(cudaEventRecord(stop), "event");
     check(cudaEventSynchronize(stop), "the timed call (asynchronous)");
     float t = 0;
     check(cudaEventElapsedTime(&t, start, stop), "event");
-    if (r >= 2) ms.push_back(t);
+    if (r >= 2) ms.push_back(t), host.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   std::sort(ms.begin(), ms.end());
+  std::sort(host.begin(), host.end());
+  if (host_ms) *host_ms = host.empty() ? 0.0 : host[host.size() / 2];
   return ms.empty() ? 0.0 : ms[ms.size() / 2];
 }
 
 // Runs the case: median ms of `reps` backward calls after 2 warm-ups (and of the forward that
 // fills what it reads, into *fwd_ms when given); with `prefix`, dumps the gradients of the last call.
-double run_case(const Case& c, int reps, const std::string& prefix, double* fwd_ms = nullptr) {
+double run_case(const Case& c, int reps, const std::string& prefix, double* fwd_ms = nullptr, double* host_ms = nullptr) {
   const int64_t N = c.seqlens.empty() ? c.B : static_cast<int64_t>(c.seqlens.size());
   const int64_t nq = c.B * c.T * c.H * c.D, nv = c.B * c.T * c.HV * c.D, ng = c.B * c.T * c.HV, ns = N * c.HV * c.D * c.D;
   std::mt19937 rng(0);
@@ -179,7 +185,7 @@ double run_case(const Case& c, int reps, const std::string& prefix, double* fwd_
   const size_t bws = cuda::gdn_backward_workspace_size(b);
   b.workspace = {buf(nullptr, bws), bws};
 
-  const double ms = median_ms(reps, [&] { check(cuda::gdn_backward(b), "gdn_backward"); });
+  const double ms = median_ms(reps, [&] { check(cuda::gdn_backward(b), "gdn_backward"); }, host_ms);
   if (!prefix.empty()) {
     dump(prefix + ".dq", b.dq.data, nq, c.dt);
     dump(prefix + ".dk", b.dk.data, nq, c.dt);
@@ -217,9 +223,9 @@ int main(int argc, char** argv) {
   c.H = c.HV = argc > 3 ? std::atoll(argv[3]) : 16;
   const int reps = argc > 4 ? std::atoi(argv[4]) : 20;
   c.kept = argc > 5 && std::string(argv[5]) == "kept";
-  double fwd_ms = 0;
-  const double ms = run_case(c, reps, "", &fwd_ms);
-  std::printf("B%lld T%lld H%lld K=V=128 bf16 backward%s: %.4f ms, its forward %.4f ms (medians of %d)\n", (long long)c.B,
-              (long long)c.T, (long long)c.H, c.kept ? " (kept intermediates)" : "", ms, fwd_ms, reps);
+  double fwd_ms = 0, host_ms = 0;
+  const double ms = run_case(c, reps, "", &fwd_ms, &host_ms);
+  std::printf("B%lld T%lld H%lld K=V=128 bf16 backward%s: %.4f ms (host %.4f ms to issue it), its forward %.4f ms (medians of %d)\n",
+              (long long)c.B, (long long)c.T, (long long)c.H, c.kept ? " (kept intermediates)" : "", ms, host_ms, fwd_ms, reps);
   return 0;
 }

@@ -245,6 +245,10 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
   u.dv2 = TensorView::contiguous(dv2, DType::kBFloat16, dev, {Bd, T, H, D});
   // Issue 6's no-gate case first: its warm-up is the program's first 32-column bwd_dhu launch (ncu
   // --kernel-name-base mangled -k 'regex:gdn_bwd_dhu_kernel.*Li128ELi32E' -c 1 profiles it).
+  void* dhu_ws = nullptr;  // none at this shape (no split); sized by the op all the same
+  const size_t dhu_ws_bytes = gdn_bwd_dhu_workspace_size(u);
+  if (dhu_ws_bytes) cudaMalloc(&dhu_ws, dhu_ws_bytes);
+  u.workspace = {dhu_ws, dhu_ws_bytes};
   GdnBwdDhuParams u_none = u;
   u_none.g = TensorView{};
   const double ms_dhu_none = median_event_ms(reps, [&] { return gdn_bwd_dhu(u_none); });
@@ -252,7 +256,7 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
                   fmt("%.3f Mtok/s", Bd * T / ms_dhu_none / 1e3)});
   const double ms_dhu = median_event_ms(reps, [&] { return gdn_bwd_dhu(u); });
   rows.push_back({"gdn bwd_dhu [gpu]", "B2 T8192 H16 K=V=128 bf16, g", ms_dhu, fmt("%.3f Mtok/s", Bd * T / ms_dhu / 1e3)});
-  for (void* ptr : {q, k, v, o, gd, bd, ht, ws, dh, dv2}) cudaFree(ptr);
+  for (void* ptr : {q, k, v, o, gd, bd, ht, ws, dh, dv2, dhu_ws}) cudaFree(ptr);
 }
 
 // The GPU column: softmax attention forward and backward on device buffers.

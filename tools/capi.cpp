@@ -151,10 +151,11 @@ int attnkit_c_gdn_decode(void* q, void* k, void* v, void* g, void* beta, void* s
 // q's dtype; dh0 fp32 [B, HV, K, V] or null. scale <= 0: K^-0.5.
 int attnkit_c_gdn_bwd_dhu(void* q, void* k, void* w, void* dout, void* dv, void* g, void* gk, int gates_log2, void* dht,
                           void* dh, void* dh0, void* dv2, int64_t B, int64_t T, int64_t H, int64_t HV, int64_t K,
-                          int64_t V, int dtype, double scale, void* stream, char* err, int errlen) {
+                          int64_t V, int dtype, double scale, int num_segments, void* stream, char* err, int errlen) {
   const DType dt = dtype == 0 ? DType::kBFloat16 : DType::kFloat16;
   const Device dev = Device::cuda(0);
   GdnBwdDhuParams p;
+  p.num_segments = num_segments;
   p.q = TensorView::contiguous(q, dt, dev, {B, T, H, K});
   p.k = TensorView::contiguous(k, dt, dev, {B, T, H, K});
   p.w = TensorView::contiguous(w, dt, dev, {B, T, HV, K});
@@ -169,6 +170,9 @@ int attnkit_c_gdn_bwd_dhu(void* q, void* k, void* w, void* dout, void* dv, void*
   if (dh0) p.dh0 = TensorView::contiguous(dh0, DType::kFloat32, dev, {B, HV, K, V});
   if (scale > 0) p.scale = scale;
   p.stream = stream;
+  p.workspace.bytes = gdn_bwd_dhu_workspace_size(p);  // the split's starts and A (few chains), else 0
+  p.workspace.data = p.workspace.bytes ? workspace(p.workspace.bytes) : nullptr;
+  if (p.workspace.bytes && !p.workspace.data) return fail(Status(StatusCode::kBackendError, "cudaMalloc failed"), err, errlen);
   const Status st = gdn_bwd_dhu(p);
   return st.ok() ? 0 : fail(st, err, errlen);
 }

@@ -65,7 +65,8 @@ struct GdnBwdParams {
   Workspace intermediates;  // optional: the forward's (GdnFwdParams::intermediates), read only
   // Without intermediates the CUDA backward reruns the forward's kernels, with the forward's
   // sequence split (GdnFwdParams::num_segments: 0 automatic, 1 never, n segments). With the
-  // same value as a training forward's, kept and rerun intermediates are the same bits.
+  // same value as a training forward's, kept and rerun intermediates are the same bits. The
+  // reverse state-gradient pass splits its own chain likewise (GdnBwdDhuParams::num_segments).
   int num_segments = 0;
   Stream stream = nullptr;
 };
@@ -113,7 +114,12 @@ struct GdnBwdDhuParams {
   // Outputs. dh: [B, NT, HV, K, V] (or [.., V, K]); NT = ceil(T / 64), or for varlen (B = 1) the
   // total number of chunks, sequence by sequence. dh0 (optional): fp32 [N, HV, K, V]. dv2: as dv.
   TensorView dh, dh0, dv2;
-  Workspace workspace;  // CUDA: gdn_bwd_dhu_workspace_size() bytes, 256-byte aligned (varlen only)
+  Workspace workspace;  // CUDA: gdn_bwd_dhu_workspace_size() bytes (0: none needed), 256-byte aligned
+  // The CUDA pass's sequence split of its reverse chain, for too few (sequence, value head) pairs
+  // to fill the GPU (the forward's scheme, GdnFwdParams::num_segments, numbered from the end):
+  // 0 chosen from the shape and the GPU's SM count, 1 never, n > 1 n segments. Dense batches with
+  // 16-byte aligned rows only (else 1). The CPU backend ignores it.
+  int num_segments = 0;
   Stream stream = nullptr;
 };
 

@@ -101,7 +101,7 @@ Status check_same_shape(const TensorView& t, const char* name, const TensorView&
   return Status::Ok();
 }
 
-// The sequence split's segment count (GdnFwdParams / GdnBwdParams::num_segments).
+// The sequence split's segment count (GdnFwdParams / GdnBwdParams / GdnBwdDhuParams::num_segments).
 Status num_segments(int n) {
   if (n >= 0) return Status::Ok();
   return InvalidArgument("num_segments: expected 0 (automatic), 1 (no split) or a segment count, got " + std::to_string(n));
@@ -272,6 +272,7 @@ Status validate(const GdnBwdDhuParams& p) {
   ATTNKIT_RETURN_IF_ERROR(float_tensor(p.dh, "dh", 5, dlay, dev));
   const int64_t nt = num_chunks(p.cu_seqlens, T);
   if (nt >= 0) ATTNKIT_RETURN_IF_ERROR(shape_is(p.dh, "dh", {B, nt, HV, r, c}, dlay));
+  ATTNKIT_RETURN_IF_ERROR(num_segments(p.num_segments));
   return workspace(p.workspace, gdn_bwd_dhu_workspace_size(p));
 }
 

@@ -22,6 +22,7 @@ struct DhuGpuCase {
   StateLayout layout = StateLayout::kKV;
   int64_t row_pad = 0;  // > 0: rows of q, k, w, dout, dv padded (no 16-byte loads)
   bool gates_log2 = false;  // the GPU op gets g / ln 2 and gates_log2 (the reference: natural log)
+  int num_segments = 0;     // GdnBwdDhuParams::num_segments of the GPU op
   int64_t N() const { return seqlens.empty() ? B : static_cast<int64_t>(seqlens.size()); }
   int64_t chunks() const {
     if (seqlens.empty()) return (T + 63) / 64;
@@ -174,6 +175,7 @@ void run_dhu(const DhuGpuCase& c, const DhuTensors& t, DhuOutputs& out) {
   DeviceDhu dev(tp, out);
   GdnBwdDhuParams p = params(c, dev.in, dev.out);
   p.gates_log2 = c.gates_log2;
+  p.num_segments = c.num_segments;
   const DeviceScratch ws(gdn_bwd_dhu_workspace_size(p));
   p.workspace = ws.workspace();
   const Status st = gdn_bwd_dhu(p);
@@ -354,6 +356,61 @@ TEST_F(GdnBwdDhuGpu, NonFiniteRowsStayInTheirSequence) {
       }
     }
   }
+}
+
+// The reverse chain's sequence split (bwd_dhu_split.cuh): forced segment counts (2; 3, one stitch
+// step; 5, four segments of 4 chunks) and the automatic plan (two (sequence, value head) pairs of
+// 64 chunks: it splits), every gate kind, with and without dht, both key
+// head dims and 16-bit types, a tail chunk; each against the CPU op. The workspace grows only when
+// the split runs (its starts and A: the plan took it); unaligned rows and varlen batches are not
+// split (no workspace), and still right.
+TEST_F(GdnBwdDhuGpu, SequenceSplit) {
+  auto split_case = [](int segments) {
+    DhuGpuCase c;
+    c.B = 1;
+    c.H = 1;
+    c.HV = 2;
+    c.T = 16 * 64 - 9;  // 16 chunks, the last of 55 rows
+    c.num_segments = segments;
+    return c;
+  };
+  auto workspace_of = [](const DhuGpuCase& c) {  // on device tensors (a host tensor's is 0)
+    const DeviceDhu dev(make_inputs(c, 5), make_outputs(c, c.dt));
+    GdnBwdDhuParams p = params(c, dev.in, dev.out);
+    p.num_segments = c.num_segments;
+    return gdn_bwd_dhu_workspace_size(p);
+  };
+  EXPECT_EQ(workspace_of(split_case(1)), 0u);
+  for (int segments : {2, 3, 5, 0}) {
+    DhuGpuCase c = split_case(segments);
+    if (segments == 0) c.T = 64 * 64 - 9;  // long enough for the plan to split
+    SCOPED_TRACE("num_segments=" + std::to_string(segments));
+    EXPECT_GT(workspace_of(c), 0u);
+    for (auto gate : {DhuGpuCase::kNone, DhuGpuCase::kScalar, DhuGpuCase::kPerKey}) {
+      SCOPED_TRACE("gate " + std::to_string(int(gate)));
+      c.gate = gate;
+      check_dhu(c);
+    }
+  }
+  for (DType dt : {DType::kBFloat16, DType::kFloat16})
+    for (int64_t D : {64, 128}) {
+      SCOPED_TRACE("dtype=" + std::to_string(int(dt)) + " K=V=" + std::to_string(D));
+      DhuGpuCase c = split_case(3);
+      c.dt = dt;
+      c.K = c.V = D;
+      c.B = 2;
+      c.g_lo = -1.0;  // strong gates
+      check_dhu(c);
+      c.dht = false;  // segment 0 from 0
+      check_dhu(c);
+    }
+  DhuGpuCase unaligned = split_case(3);
+  unaligned.row_pad = 4;
+  check_dhu(unaligned);
+  DhuGpuCase varlen = split_case(3);
+  varlen.seqlens = {500, 515};
+  EXPECT_EQ(workspace_of(varlen), 256u);  // the two sequences' chunk offsets only
+  check_dhu(varlen);
 }
 
 TEST_F(GdnBwdDhuGpu, RefusesWhatItDoesNotTake) {

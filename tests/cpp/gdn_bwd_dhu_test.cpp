@@ -281,5 +281,28 @@ TEST(GdnBwdDhu, GatesInLog2Units) {
   }
 }
 
+// num_segments: 0, 1 or a count (the CPU ignores the split); a negative one is refused on any
+// backend, naming the argument.
+TEST(GdnBwdDhu, NegativeSegmentCountRefused) {
+  DhuCase c;
+  c.gate = false;
+  const DhuData d = make(c, 6);
+  HostTensor dh(DType::kFloat64, {c.B, (c.T + 63) / 64, c.HV, c.K, c.V}), dv2(DType::kFloat64, {c.B, c.T, c.HV, c.V});
+  GdnBwdDhuParams p;
+  p.q = d.q.view;
+  p.k = d.k.view;
+  p.w = d.w.view;
+  p.dout = d.dout.view;
+  p.dv = d.u.view;
+  p.dh = dh.view;
+  p.dv2 = dv2.view;
+  p.num_segments = 4;
+  ASSERT_OK(gdn_bwd_dhu(p));
+  p.num_segments = -1;
+  const Status st = gdn_bwd_dhu(p);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.message();
+  EXPECT_NE(st.message().find("num_segments"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace attnkit::test

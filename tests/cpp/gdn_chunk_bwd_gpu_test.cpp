@@ -271,8 +271,9 @@ TEST_F(GdnChunkBwdGpu, KeptIntermediates) {
 }
 
 // Few (sequence, value head) chains: the rerun runs the forward's sequence split (segments side by
-// side, stitched), and a training forward keeps each segment's pieces. Forced segment counts
-// (up to one a chunk, and a last segment shorter than the others) against the CPU backend, kept
+// side, stitched), and a training forward keeps each segment's pieces; bwd_dhu splits its own
+// reverse chain at the same count (bwd_dhu_split.cuh), kept or rerun. Forced segment counts (up
+// to one a chunk, and a last segment shorter than the others) against the CPU backend, kept
 // against rerun bit for bit at the same count, and the split's buffers in the workspace only
 // when it splits.
 TEST_F(GdnChunkBwdGpu, SequenceSplitRerunAndKept) {

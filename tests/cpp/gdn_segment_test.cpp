@@ -157,5 +157,27 @@ TEST(GdnSplitPlan, RequestedCountsAreKeptWithinTheChunks) {
     }
 }
 
+// bwd_dhu's plan: the value block (the widest whose CTAs fill at least half of the SMs), then its
+// own split only with few chains, and never where the rows do not take it.
+TEST(GdnBwdDhuPlan, ValueBlockThenSplitWithFewChains) {
+  EXPECT_EQ(plan_bwd_dhu(128, 128, 128, 128, 132, 0, true).bv, 64);  // B1 H64 / B4 H16
+  const DhuPlan b2 = plan_bwd_dhu(128, 32, 128, 128, 132, 0, true);   // B2 H16: 128 CTAs of 32 columns
+  EXPECT_EQ(b2.bv, 32);
+  EXPECT_EQ(b2.split.count, 1);
+  EXPECT_EQ(plan_bwd_dhu(128, 16, 128, 128, 132, 0, true).bv, 16);        // B1 H16: 128 CTAs of 16
+  EXPECT_EQ(plan_bwd_dhu(128, 16, 128, 128, 132, 0, true).split.count, 1);
+  const DhuPlan b1h4 = plan_bwd_dhu(128, 4, 128, 128, 132, 0, true);  // B1 T8192 H4: 32 CTAs of 128 chunks
+  EXPECT_EQ(b1h4.bv, 16);
+  EXPECT_EQ(b1h4.split.count, 3);  // 96 CTAs of 43 chunks in each pass (4: 160 in the first, two waves)
+  EXPECT_EQ(b1h4.split.chunks, 43);
+  EXPECT_EQ(plan_bwd_dhu(128, 8, 128, 128, 132, 0, true).split.count, 1);  // B1 H8: 64 chains, not worth it
+  EXPECT_GT(plan_bwd_dhu(128, 1, 128, 128, 132, 0, true).split.count, 3);  // B1 H1: 8 chains
+  EXPECT_EQ(plan_bwd_dhu(128, 4, 128, 128, 132, 0, false).split.count, 1);  // varlen / unaligned rows
+  EXPECT_EQ(plan_bwd_dhu(128, 4, 128, 128, 132, 1, true).split.count, 1);   // 1: never
+  EXPECT_EQ(plan_bwd_dhu(16, 2, 128, 128, 132, 0, true).split.count, 1);    // 16 chunks: not worth two launches
+  EXPECT_EQ(plan_bwd_dhu(128, 32, 128, 128, 132, 5, true).split.count, 5);  // requested
+  EXPECT_EQ(plan_bwd_dhu(128, 32, 128, 128, 132, 5, false).split.count, 1);
+}
+
 }  // namespace
 }  // namespace attnkit::cuda::gdn

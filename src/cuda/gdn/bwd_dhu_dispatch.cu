@@ -38,15 +38,8 @@ __global__ void __launch_bounds__(kOffsetThreads) gdn_chunk_offsets_kernel(const
   }
 }
 
-// The value block for (sequence, value head) pairs: the widest of 64, 32, 16 columns whose CTAs
-// leave at most half of the SMs idle (16 otherwise). Each CTA is a latency-bound chain of chunks,
-// so narrower blocks on idle SMs shorten every chain (B1 T4096 H16 on an H200: 128 CTAs of 16
-// columns 0.069 ms, 64 of 32 columns 0.075 ms); but two waves of narrow CTAs lose to one of wide
-// ones (B1 H64: 32 columns in two waves 0.49 ms, 64 in one 0.40 ms; docs/perf/gdn_bwd_dhu.md).
-static int value_block(int64_t pairs, int64_t V, int sms) {
-  for (int bv : {64, 32})
-    if (pairs * (V / bv) * 2 > sms) return bv;
-  return 16;
+DhuPlan plan_bwd_dhu_for(int64_t nchunks, int64_t pairs, int64_t K, int64_t V, bool dense, int requested) {
+  return plan_bwd_dhu(nchunks, pairs, K, V, current_device_sm_count(), requested, dense);
 }
 
 template <class Element, int kDK>
@@ -56,12 +49,20 @@ cudaError_t launch_for_block(const BwdDhuArgs& a, int bv, cudaStream_t stream) {
   return launch_gdn_bwd_dhu<Element, kDK, 64>(a, stream);
 }
 
-Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, cudaStream_t stream) {
-  // One CTA per (sequence, value head, value block), each a chain of chunks.
+Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, const DhuPlan& plan, cudaStream_t stream) {
+  // One CTA per (sequence, value head, value block), each a chain of chunks (or of a segment's).
   const int64_t pairs = int64_t(a.num_seqs) * a.HV;
-  const int bv = value_block(pairs, V, current_device_sm_count());
+  const int bv = plan.bv;
   if (pairs * (V / bv) > INT32_MAX) return Unsupported("q: more than 2^31 - 1 (sequence, value head, value block) items");
   a.v_blocks = static_cast<int>(V / bv);
+  SegmentSplit split;  // the plan's split where the rows take it (TMA boxes: a virtual block's lie past V)
+  if (plan.split.count > 1 && a.vec16 && !a.cu_seqlens) {
+    split.count = plan.split.count;
+    split.chunks = plan.split.chunks;
+    split.starts = a.split.starts;
+    split.prods = a.split.prods;
+  }
+  a.split = split;
   using bf16 = cutlass::bfloat16_t;
   using fp16 = cutlass::half_t;
   const bool b16 = dtype == DType::kBFloat16;
@@ -97,12 +98,31 @@ Status check_supported(const GdnBwdDhuParams& p) {
 
 int64_t num_seqs(const GdnBwdDhuParams& p) { return p.cu_seqlens.defined() ? p.cu_seqlens.size(0) - 1 : p.q.size(0); }
 
+// The workspace: varlen, the first global chunk of each sequence; with the sequence split, its
+// segments' starts [N, count, HV, K, V] and A [N, count, HV, K, K] (fp32).
+struct DhuWorkspace {
+  gdn::DhuPlan plan;
+  size_t offsets = 0, starts = 0, prods = 0, total = 0;
+  explicit DhuWorkspace(const GdnBwdDhuParams& caller) {
+    GdnBwdDhuParams p = caller;  // as gdn_bwd_dhu sees it
+    normalize_unit_strides(p.q, p.k, p.w, p.dout, p.dv, p.dv2);
+    if (!check_supported(p).ok()) return;
+    const bool varlen = p.cu_seqlens.defined();
+    const int64_t K = p.q.size(3), V = p.dout.size(3), HV = p.dout.size(2), seqs = num_seqs(p);
+    plan = gdn::plan_bwd_dhu_for((p.q.size(1) + 63) / 64, seqs * HV, K, V, !varlen, p.num_segments);
+    gdn::BufferLayout at;
+    if (varlen) offsets = at.take(seqs * 8);
+    if (plan.split.count > 1) {
+      starts = at.take(seqs * plan.split.count * HV * K * V * 4);
+      prods = at.take(seqs * plan.split.count * HV * K * K * 4);
+    }
+    total = at.total;
+  }
+};
+
 }  // namespace
 
-size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams& p) {
-  if (!p.cu_seqlens.defined() || !check_supported(p).ok()) return 0;
-  return static_cast<size_t>(num_seqs(p) * 8 + 255) / 256 * 256;
-}
+size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams& p) { return DhuWorkspace(p).total; }
 
 Status gdn_bwd_dhu(const GdnBwdDhuParams& caller) {
   GdnBwdDhuParams p = caller;
@@ -154,16 +174,22 @@ Status gdn_bwd_dhu(const GdnBwdDhuParams& caller) {
   a.dv2_vec16 = gdn::rows_aligned(p.dv2, varlen, 16);
 
   auto stream = static_cast<cudaStream_t>(p.stream);
+  const DhuWorkspace ws(p);
+  char* base = static_cast<char*>(p.workspace.data);
+  if (ws.total > 0 && reinterpret_cast<uintptr_t>(base) % 256 != 0)
+    return InvalidArgument("workspace: the CUDA bwd_dhu needs a 256-byte aligned device pointer");
   if (varlen && seqs > 0) {
-    if (reinterpret_cast<uintptr_t>(p.workspace.data) % 256 != 0)
-      return InvalidArgument("workspace: the CUDA bwd_dhu needs a 256-byte aligned device pointer");
     a.cu_seqlens = static_cast<const int64_t*>(p.cu_seqlens.data);
-    auto* offsets = static_cast<int64_t*>(p.workspace.data);
+    auto* offsets = reinterpret_cast<int64_t*>(base + ws.offsets);
     a.chunk_offsets = offsets;
     gdn::gdn_chunk_offsets_kernel<<<1, gdn::kOffsetThreads, 0, stream>>>(a.cu_seqlens, seqs, offsets);
     ATTNKIT_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "gdn_bwd_dhu"));
   }
-  return gdn::launch_bwd_dhu(a, p.q.dtype, K, V, stream);
+  if (ws.plan.split.count > 1) {
+    a.split.starts = reinterpret_cast<float*>(base + ws.starts);
+    a.split.prods = reinterpret_cast<float*>(base + ws.prods);
+  }
+  return gdn::launch_bwd_dhu(a, p.q.dtype, K, V, ws.plan, stream);
 }
 
 }  // namespace attnkit::cuda

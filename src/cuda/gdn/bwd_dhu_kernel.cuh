@@ -3,12 +3,14 @@
 //
 // One CTA per (sequence, value head, BV value columns): the columns of dH evolve independently
 // (every product contracts over keys or rows, never over values), so value blocks need no
-// communication. Warpgroup 0 streams the chunks from the last (bwd_dhu_load.cuh), warpgroup 1
+// communication; with too few of them, each chain is also cut into segments (bwd_dhu_split.cuh).
+// Warpgroup 0 streams the chunks from the last (bwd_dhu_load.cuh), warpgroup 1
 // carries dH (bwd_dhu_state.cuh); they meet at the stages' "full" / "empty" named barriers.
 #pragma once
 #include <cuda_runtime.h>
 
 #include "src/cuda/gdn/bwd_dhu_load.cuh"
+#include "src/cuda/gdn/bwd_dhu_split.cuh"
 #include "src/cuda/gdn/bwd_dhu_state.cuh"
 #include "src/cuda/smem_optin.cuh"
 
@@ -17,7 +19,7 @@ namespace attnkit::cuda::gdn {
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_bwd_dhu_kernel(CUTE_GRID_CONSTANT const BwdDhuParams<T> p) {
   const BwdDhuArgs& a = p.a;
-  const WorkItem it(a, blockIdx.x);
+  const WorkItem it = dhu_item(a, blockIdx.x);  // WorkItem(a, blockIdx.x) without the split
   if (threadIdx.x == 0) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     CUTE_UNROLL
@@ -56,6 +58,32 @@ void make_dh_tma(BwdDhuParams<T>& p, const BwdDhuArgs& a, int64_t K, int64_t V) 
   p.tma_dh = make_tma_copy(SM90_TMA_STORE{}, g, typename T::LayoutDh{}, Shape<Int<T::kDK>, Int<T::kBV>>{}, _1{});
 }
 
+template <class T>
+cudaError_t launch_pass(const BwdDhuParams<T>& p, int64_t items, cudaStream_t stream) {
+  if (items > INT32_MAX) return cudaErrorInvalidValue;
+  if (items == 0) return cudaSuccess;
+  gdn_bwd_dhu_kernel<T><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// The sequence split's three launches (bwd_dhu_split.cuh): ends and A, the stitch, the outputs.
+template <class T>
+cudaError_t launch_split(const BwdDhuParams<T>& p, cudaStream_t stream) {
+  const BwdDhuArgs& a = p.a;
+  if (a.cu_seqlens || !a.vec16 || !a.split.starts || !a.split.prods) return cudaErrorInvalidValue;
+  const int64_t chains = int64_t(a.num_seqs) * a.HV;
+  BwdDhuParams<T> ends = p;
+  ends.a.split.pass = SegmentSplit::kEnds;
+  ends.a.split.extra_blocks = T::kDK / T::kBV;
+  cudaError_t ok = launch_pass(ends, segments_of_pass(ends.a.split) * chains * blocks_of_pass(ends.a), stream);
+  if (ok != cudaSuccess) return ok;
+  ok = launch_segment_stitch<T::kDK>(a.split, chains, a.HV, a.v_blocks * T::kBV, stream);
+  if (ok != cudaSuccess) return ok;
+  BwdDhuParams<T> outputs = p;
+  outputs.a.split.pass = SegmentSplit::kOutputs;
+  return launch_pass(outputs, segments_of_pass(outputs.a.split) * chains * blocks_of_pass(outputs.a), stream);
+}
+
 template <class Element, int kDK, int kBV>
 cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
   using T = BwdDhuTraits<Element, kDK, kBV>;
@@ -70,8 +98,8 @@ cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
   if (a.dh_vec16 && a.dh_chunks > 0) make_dh_tma(p, a, kDK, int64_t(a.v_blocks) * kBV);
   const cudaError_t ok = ensure_dynamic_smem<gdn_bwd_dhu_kernel<T>>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;
-  gdn_bwd_dhu_kernel<T><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  if (a.split.count > 1) return launch_split(p, stream);
+  return launch_pass(p, items, stream);
 }
 
 }  // namespace attnkit::cuda::gdn

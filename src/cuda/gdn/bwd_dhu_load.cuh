@@ -14,6 +14,9 @@
 //     out, and step i + 3's rows into the stage (TMA: one thread, five boxes on the stage's
 //     transaction barrier, when every row start is 16-byte aligned; else cp.async, zero-filled
 //     past the sequence end, then a "rows copied" barrier to the gate half).
+// With the sequence split's first pass (bwd_dhu_split.cuh) nothing is written out: the output half
+// keeps its barriers and refills, and stores neither dv2 nor dh. A virtual block's do / dv boxes
+// lie past V: TMA fills them with zeros and counts their bytes as any box's.
 // A TMA box reads on past a sequence's end into the next sequence's rows: the gate half zeroes
 // those rows where they land, so the state warpgroup gets zeros past the end either way (fq = 0
 // there too, which alone would not keep a NaN out: 0 * NaN = NaN).
@@ -21,6 +24,7 @@
 #include <cutlass/arch/barrier.h>
 
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
+#include "src/cuda/gdn/bwd_dhu_split.cuh"
 #include "src/cuda/gdn/bwd_dhu_traits.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
 
@@ -199,7 +203,7 @@ struct DhuLoadWarpgroup {
   // Step i's dh tile [DK, BV] (dh[i % 2], published by the state warpgroup and fenced for the
   // async proxy) to dh[chunk] by one TMA store (thread 0 of the half; dh_vec16).
   CUTE_DEVICE void issue_dh_store(int i) const {
-    const int chunk = int((a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + chunk_of(i));
+    const int chunk = int((a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + dhu_first_chunk(a, it) + chunk_of(i));
     Tensor mdh = p.tma_dh.get_tma_tensor(p.shape_dh);  // (k, v, chunk, value head, batch)
     Tensor gdh = local_tile(mdh(_, _, chunk, it.hv, int(it.b)), Shape<Int<kDK>, Int<kBV>>{}, make_coord(0, it.vb));
     Tensor sdh = make_tensor(make_smem_ptr(smem().dh[i % 2].data()), typename T::LayoutDh{});
@@ -213,7 +217,7 @@ struct DhuLoadWarpgroup {
   CUTE_DEVICE void store_dh_pieces(int i) const {
     const PiecesDh dhp(half_tid(), smem().dh[0].data());  // worked out here: off the TMA path's registers
     const uint32_t dh_tile = cute::cast_smem_ptr_to_uint(smem().dh[i % 2].data());
-    const int64_t chunk = (a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + chunk_of(i);
+    const int64_t chunk = (a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + dhu_first_chunk(a, it) + chunk_of(i);
     Element* dh = static_cast<Element*>(a.dh) + it.b * a.dh_sb + chunk * a.dh_sc + int64_t(it.hv) * a.dh_sh +
                   (int64_t(it.vb) * kBV + dhp.c) * a.dh_sv + int64_t(dhp.r) * a.dh_sk;
     constexpr int kBatch = PiecesDh::kPieces < 4 ? PiecesDh::kPieces : 4;  // pieces in registers at a time (the rare path)
@@ -235,25 +239,30 @@ struct DhuLoadWarpgroup {
   CUTE_DEVICE void store_outputs(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int i) const {
     const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
     ChunkBarriers::sync_unaligned(B::kEmpty + s, B::kEmptyThreads);
+    const bool writes = a.split.pass != SegmentSplit::kEnds;
     const bool dh_tma = a.dh_vec16, leader = half_tid() == 0;
-    if (dh_tma && leader) issue_dh_store(i);
+    if (writes && dh_tma && leader) issue_dh_store(i);
     const uint32_t dv2_tile = cute::cast_smem_ptr_to_uint(smem().stage[s].dv.data());
     uint4 rows[PiecesBV::kPieces];
-    CUTE_UNROLL
-    for (int p = 0; p < PiecesBV::kPieces; ++p) rows[p] = ld_shared_v4(dv2_tile + bv.offset[p]);
+    if (writes) {
+      CUTE_UNROLL
+      for (int p = 0; p < PiecesBV::kPieces; ++p) rows[p] = ld_shared_v4(dv2_tile + bv.offset[p]);
+    }
     if (i + 3 < it.nchunks) {
       ChunkBarriers::sync(B::kOutputHalf, kHalf);  // every reader of the stage is done
       load_rows(dk, bv, boxes, i + 3);
     }
-    Element* dv2 = static_cast<Element*>(a.dv2.ptr) + int64_t(it.vb) * kBV + bv.c + it.row(a.dv2, int64_t(j) * kC + bv.r, it.hv);
-    CUTE_UNROLL
-    for (int p = 0; p < PiecesBV::kPieces; ++p)
-      if (bv.r + p * PiecesBV::kStep < valid) store8(dv2 + int64_t(p) * PiecesBV::kStep * a.dv2.st, rows[p], a.dv2_vec16, 1);
-    if (!dh_tma) store_dh_pieces(i);
+    if (writes) {
+      Element* dv2 = static_cast<Element*>(a.dv2.ptr) + int64_t(it.vb) * kBV + bv.c + it.row(a.dv2, int64_t(j) * kC + bv.r, it.hv);
+      CUTE_UNROLL
+      for (int p = 0; p < PiecesBV::kPieces; ++p)
+        if (bv.r + p * PiecesBV::kStep < valid) store8(dv2 + int64_t(p) * PiecesBV::kStep * a.dv2.st, rows[p], a.dv2_vec16, 1);
+      if (!dh_tma) store_dh_pieces(i);
+    }
     // The state warpgroup refills this dh buffer two steps later (bwd_dhu_state.cuh): it waits
     // for this signal from every step but the last two, whose buffers are never refilled. The
     // leader's arrival comes after the TMA store has read the tile (and before the CTA exits).
-    if (dh_tma && leader) tma_store_wait<0>();
+    if (writes && dh_tma && leader) tma_store_wait<0>();
     if (i + 2 < it.nchunks) ChunkBarriers::arrive(B::kDhFree, B::kDhFreeThreads);
   }
 

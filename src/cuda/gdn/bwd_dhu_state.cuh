@@ -1,6 +1,8 @@
 // src/cuda/gdn/bwd_dhu_state.cuh — warpgroup 1 of the bwd_dhu kernel: carries dH [DK, BV] (the
 // gradient of the current chunk's end state) in fp32 registers from dht (or 0) back through the
-// sequence's chunks, and writes dh0 at the start.
+// sequence's chunks, and writes dh0 at the start. With the sequence split (bwd_dhu_split.cuh) it
+// runs one segment's chunks, from where dhu_start says (or the identity's columns: a virtual
+// block), to where dhu_end says.
 //
 // Per chunk j, from the last (stage published by the loader: rows, row factors fq / fk, decays,
 // do already scaled by fq):
@@ -14,6 +16,7 @@
 
 #include "src/cuda/attention/mma.cuh"
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
+#include "src/cuda/gdn/bwd_dhu_split.cuh"
 #include "src/cuda/gdn/bwd_dhu_traits.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -45,20 +48,25 @@ struct DhuStateWarpgroup {
     auto thr_dh = mma_dh.get_thread_slice(tid);
     auto thr_dh_neg = mma_dh_neg.get_thread_slice(tid);
 
-    // dH, fp32 [DK, BV] over the warpgroup, from dht (or 0).
+    // dH, fp32 [DK, BV] over the warpgroup, from dht (or 0), a segment's start, or I's columns.
     Tensor tdH = partition_fragment_C(mma_dh, Shape<Int<kDK>, Int<kBV>>{});
     Tensor cdH = thr_dh.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
     const int v0 = it.vb * kBV;
-    // The elements' dtype switches (AnyFloat) only when there is a dht (chunk_fwd_state.cuh's h0:
+    // The elements' dtype switches (AnyFloat) only when there is a start (chunk_fwd_state.cuh's h0:
     // a presence check per element walks every CTA through all the switches' code).
-    const bool has_dht = a.dht.data.ptr != nullptr;
+    const StateTensor start = dhu_start(a, it, kDK, a.v_blocks * kBV);
+    const bool has_start = start.data.ptr != nullptr;
     CUTE_UNROLL
     for (int i = 0; i < size(tdH); ++i) tdH(i) = 0.f;
-    if (has_dht) {
+    if (dhu_virtual(a, it)) {
+      const int c0 = (it.vb - a.v_blocks) * kBV;  // column c0 + v of I
+      CUTE_UNROLL
+      for (int i = 0; i < size(tdH); ++i) tdH(i) = get<0>(cdH(i)) == c0 + get<1>(cdH(i)) ? 1.f : 0.f;
+    } else if (has_start) {
       CUTE_UNROLL
       for (int i = 0; i < size(tdH); ++i) {
         const int k = get<0>(cdH(i)), v = v0 + get<1>(cdH(i));
-        tdH(i) = a.dht.data[it.n * a.dht.sn + it.hv * a.dht.sh + k * a.dht.sk + v * a.dht.sv];
+        tdH(i) = start.data[it.n * start.sn + it.hv * start.sh + k * start.sk + v * start.sv];
       }
     }
     const int n = it.nchunks;
@@ -130,12 +138,10 @@ struct DhuStateWarpgroup {
       ChunkBarriers::arrive(DhuBarriers::kEmpty + s, DhuBarriers::kEmptyThreads);  // the loader writes dv2 and dh[j] out
       if (next) publish(tdH, thr_dh.partition_C(dh_tile(1 - buf)));
     }
-    if (a.dh0) {
+    const EndState end = dhu_end(a, it, kDK, kBV);
+    if (end.ptr) {
       CUTE_UNROLL
-      for (int i = 0; i < size(tdH); ++i) {
-        const int k = get<0>(cdH(i)), v = v0 + get<1>(cdH(i));
-        a.dh0[it.n * a.dh0_sn + it.hv * a.dh0_sh + k * a.dh0_sk + v * a.dh0_sv] = tdH(i);
-      }
+      for (int i = 0; i < size(tdH); ++i) end.ptr[get<0>(cdH(i)) * end.sk + get<1>(cdH(i)) * end.sv] = tdH(i);
     }
   }
 };

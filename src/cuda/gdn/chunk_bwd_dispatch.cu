@@ -4,7 +4,7 @@
 //      (with few chains, as the forward's sequence split: GdnBwdParams::num_segments)
 //   2. dv_local (per chunk; with the in-op l2norm it also writes q, k normalised into the
 //      workspace, which every later kernel reads)
-//   3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks)
+//   3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks; with few chains, split likewise)
 //   4. the per-chunk gradients (dq, dk per value head, dv, dbeta, dg)
 //   5. the token passes: GVA sums and the in-op l2norm / sigmoid / fused-gate backward
 // and the workspace all of that lives in.
@@ -42,9 +42,10 @@ namespace {
 struct BwdWorkspace {
   int64_t rows = 0, T = 0, H = 0, HV = 0, D = 0, slots = 0, seqs = 0;
   size_t qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, u = 0, dv2 = 0, dh = 0;
-  size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, starts = 0, prods = 0, total = 0;
+  size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, starts = 0, prods = 0, dhu_starts = 0, dhu_prods = 0, total = 0;
   bool rerun = false;  // the forward's pieces recomputed into this workspace
   gdn::SplitPlan split;  // the rerun's sequence split, the forward's plan for these inputs
+  gdn::DhuPlan dhu;      // bwd_dhu's value block and split of its own
   explicit BwdWorkspace(const GdnBwdParams& p) {
     const GdnInputs& in = p.in;
     if (!gdn::check_chunked_supported(in).ok()) return;
@@ -79,6 +80,11 @@ struct BwdWorkspace {
     if (split.count > 1) {  // the segments' starts [N, count, HV, D, D] and P^T, fp32
       starts = at.take(in.q.size(0) * split.count * HV * D * D * 4);
       prods = at.take(in.q.size(0) * split.count * HV * D * D * 4);
+    }
+    dhu = gdn::plan_bwd_dhu_for((T + 63) / 64, seqs * HV, D, D, !varlen, p.num_segments);
+    if (dhu.split.count > 1) {  // its segments' starts and A, fp32 (bwd_dhu_split.cuh)
+      dhu_starts = at.take(seqs * dhu.split.count * HV * D * D * 4);
+      dhu_prods = at.take(seqs * dhu.split.count * HV * D * D * 4);
     }
     total = at.total;
   }
@@ -218,7 +224,11 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   d.scale = f.scale;
   d.vec16 = (l2norm || (gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16))) && dout16;
   d.dv2_vec16 = true;
-  ATTNKIT_RETURN_IF_ERROR(gdn::launch_bwd_dhu(d, in.q.dtype, kD, kD, stream));
+  if (ws.dhu.split.count > 1) {
+    d.split.starts = reinterpret_cast<float*>(base + ws.dhu_starts);
+    d.split.prods = reinterpret_cast<float*>(base + ws.dhu_prods);
+  }
+  ATTNKIT_RETURN_IF_ERROR(gdn::launch_bwd_dhu(d, in.q.dtype, kD, kD, ws.dhu, stream));
 
   // 4. The per-chunk gradients.
   ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, false, stream), "gdn_backward"));

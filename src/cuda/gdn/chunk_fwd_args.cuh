@@ -41,6 +41,7 @@ struct StateTensor {
 //   kOutputs (Recurrence::kOutput; kOutputAndStates or kStates when the backward's start states
 //     and v_new are kept) over every segment from its start (h0 for segment 0), the last writing
 //     the final state.
+// bwd_dhu splits its reverse chain the same way, segments numbered from the end (bwd_dhu_split.cuh).
 struct SegmentSplit {
   enum Pass { kNone, kEnds, kOutputs };
   Pass pass = kNone;

@@ -147,14 +147,8 @@ cudaError_t launch_split_recurrence(const ChunkFwdArgs& a, cudaStream_t stream) 
   if (end_items > INT32_MAX) return cudaErrorInvalidValue;
   cudaError_t ok = launch_recurrence<T, Recurrence::kEnd>(ends, end_items, stream);
   if (ok != cudaSuccess) return ok;
-  if (a.split.count > 2) {
-    constexpr int smem = stitch_smem_bytes<T::kDK>();
-    ok = ensure_dynamic_smem<gdn_segment_stitch_kernel<T::kDK>>(smem);
-    if (ok != cudaSuccess) return ok;
-    const int V = a.v_blocks * T::kBV;
-    gdn_segment_stitch_kernel<T::kDK><<<dim3(static_cast<unsigned>(heads), V / 16), 256, smem, stream>>>(a.split, a.HV, V);
-    if ((ok = cudaGetLastError()) != cudaSuccess) return ok;
-  }
+  ok = launch_segment_stitch<T::kDK>(a.split, heads, a.HV, a.v_blocks * T::kBV, stream);
+  if (ok != cudaSuccess) return ok;
   ChunkFwdArgs outputs = a;
   outputs.split.pass = SegmentSplit::kOutputs;
   const int64_t out_items = segments_of_pass(outputs.split) * heads * blocks_of_pass(outputs);

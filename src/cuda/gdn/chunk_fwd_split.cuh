@@ -14,12 +14,14 @@
 
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
+#include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda::gdn {
 
-// 64-column blocks a (segment, sequence, value head) has in a pass: the real value blocks, plus
-// P's virtual ones in the first pass.
-__host__ __device__ inline int blocks_of_pass(const ChunkFwdArgs& a) {
+// Blocks a (segment, sequence, value head) has in a pass: the real value blocks, plus P's virtual
+// ones in the first pass. Args: the forward's or bwd_dhu's (BwdDhuArgs, bwd_dhu_split.cuh).
+template <class Args>
+__host__ __device__ inline int blocks_of_pass(const Args& a) {
   return a.v_blocks + (a.split.pass == SegmentSplit::kEnds ? a.split.extra_blocks : 0);
 }
 
@@ -29,15 +31,18 @@ inline int segments_of_pass(const SegmentSplit& sp) { return sp.pass == SegmentS
 
 // A recurrence CTA's work: WorkItem's order without a split; with one, (segment, sequence, head,
 // block) with the block fastest, its t0 and len narrowed to the segment's chunks. Segment 0's
-// virtual blocks get no chunks (its P is never needed: its start is h0 itself).
-CUTE_DEVICE WorkItem recurrence_item(const ChunkFwdArgs& a, int item) {
+// virtual blocks get no chunks (its P is never needed: its start is h0 itself). kReverse (bwd_dhu,
+// whose chain runs from the last chunk): segment s covers the chunks forward segment count - 1 - s
+// would, so that segment 0 still starts from the given state (dht).
+template <bool kReverse = false, class Args>
+CUTE_DEVICE WorkItem recurrence_item(const Args& a, int item) {
   const SegmentSplit& sp = a.split;
   if (sp.pass == SegmentSplit::kNone) return WorkItem(a, item);
   const int blocks = blocks_of_pass(a);
   const int vb = item % blocks, rest = item / blocks;
   WorkItem it(a, (rest / a.HV) % a.num_seqs, rest % a.HV, vb);
   it.seg = rest / a.HV / a.num_seqs;
-  const int64_t first = int64_t(it.seg) * sp.chunks * 64, most = int64_t(sp.chunks) * 64;
+  const int64_t first = int64_t(kReverse ? sp.count - 1 - it.seg : it.seg) * sp.chunks * 64, most = int64_t(sp.chunks) * 64;
   it.t0 += first;
   it.len = it.len - first < most ? it.len - first : most;
   if (it.len < 0 || (vb >= a.v_blocks && it.seg == 0)) it.len = 0;
@@ -47,7 +52,8 @@ CUTE_DEVICE WorkItem recurrence_item(const ChunkFwdArgs& a, int item) {
 
 // Slot s of the split's [N, count, HV, DK, cols] fp32 buffers (starts: cols = V; prods: DK) as
 // a state tensor, sequence and head strides as h0's.
-CUTE_DEVICE StateTensor split_slot(const ChunkFwdArgs& a, float* buf, int s, int dk, int cols) {
+template <class Args>
+CUTE_DEVICE StateTensor split_slot(const Args& a, float* buf, int s, int dk, int cols) {
   StateTensor t;
   const int64_t head = int64_t(dk) * cols;
   t.data.ptr = buf + int64_t(s) * a.HV * head;
@@ -157,6 +163,18 @@ __global__ void __launch_bounds__(256) gdn_segment_stitch_kernel(const SegmentSp
 template <int kDK>
 constexpr int stitch_smem_bytes() {
   return (2 * kDK * kDK + kDK * 16) * 4;
+}
+
+// The stitch between the two passes, where there is a step to take (count > 2): a CTA per
+// (chain's sequence and value head, 16 of V columns). The forward's and bwd_dhu's.
+template <int kDK>
+cudaError_t launch_segment_stitch(const SegmentSplit& sp, int64_t heads, int HV, int V, cudaStream_t stream) {
+  if (sp.count <= 2) return cudaSuccess;
+  constexpr int smem = stitch_smem_bytes<kDK>();
+  const cudaError_t ok = ensure_dynamic_smem<gdn_segment_stitch_kernel<kDK>>(smem);
+  if (ok != cudaSuccess) return ok;
+  gdn_segment_stitch_kernel<kDK><<<dim3(static_cast<unsigned>(heads), V / 16), 256, smem, stream>>>(sp, HV, V);
+  return cudaGetLastError();
 }
 
 }  // namespace attnkit::cuda::gdn

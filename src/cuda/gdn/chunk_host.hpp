@@ -20,8 +20,12 @@ SplitPlan plan_split_for(const GdnInputs& in, int requested);
 Status chunk_forward_args(const GdnInputs& in, ChunkFwdArgs& a);
 // The WY and recurrence kernels for (dtype, K).
 Status launch_chunk_forward(const ChunkFwdArgs& a, DType dtype, int64_t K, cudaStream_t stream);
-// bwd_dhu with every argument but the value block set: picks it (a.v_blocks) and launches.
-Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, cudaStream_t stream);
+// bwd_dhu's plan (chunk_fwd_plan.hpp) on this device: its value block, and the split of its reverse
+// chain (dense batches only: `dense`; requested as GdnBwdDhuParams::num_segments).
+DhuPlan plan_bwd_dhu_for(int64_t nchunks, int64_t pairs, int64_t K, int64_t V, bool dense, int requested);
+// bwd_dhu with every argument but the value block and the split's shape set (a.split.starts /
+// prods set where plan splits): runs the plan (split only with TMA rows) and launches.
+Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, const DhuPlan& plan, cudaStream_t stream);
 
 // Buffers one after the other from offset `total` on, each 256-byte aligned.
 struct BufferLayout {
