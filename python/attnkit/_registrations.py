@@ -232,13 +232,5 @@ torch.library.register_autograd("attnkit::gdn_chunk_fwd", _gdn_backward, setup_c
 torch.library.register_autograd("attnkit::gdn_recurrent", _gdn_backward, setup_context=_gdn_setup)
 
 
-# --- the backward ops are not differentiable (no double backward): say so instead of a silent 0 --
-
-def _no_double_backward(name):
-    def backward(ctx, *grads):
-        raise NotImplementedError(f"attnkit: {name} is not differentiable (double backward is not supported)")
-    return backward
-
-
-for _name in ("attention_bwd", "flex_bwd", "gdn_chunk_bwd"):
-    torch.library.register_autograd(f"attnkit::{_name}", _no_double_backward(_name), setup_context=lambda ctx, inputs, output: None)
+# The backward ops (attention_bwd, flex_bwd, gdn_chunk_bwd) are not differentiable: their autograd
+# kernel is torch's not-implemented fallback, registered in C++ (python/csrc/library.cpp).

@@ -101,6 +101,16 @@ def test_lse_carries_no_gradient():
     assert out.requires_grad and not lse.requires_grad
 
 
+def test_double_backward_is_refused_naming_the_op():
+    """The backward ops have no backward of their own: a second-order gradient is an error that
+    names the op, never a silent zero (attnkit.gdn / flex alike: python/csrc/library.cpp)."""
+    q = rand(1, 4, 2, 8).requires_grad_()
+    out = attnkit.flash_attn_func(q, q, q, causal=True)
+    (dq,) = torch.autograd.grad(out.sum(), q, create_graph=True)
+    with pytest.raises(RuntimeError, match="attnkit::attention_bwd"):
+        torch.autograd.grad(dq.sum(), q)
+
+
 # --- the CUDA kernels against the CPU backend --------------------------------------------------
 
 def _bf16_rule(run, inputs):
