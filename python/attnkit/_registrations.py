@@ -23,6 +23,30 @@ def _check_rank(t, name, rank, layout):
     torch._check(t.dim() == rank, lambda: f"attnkit: {name}: expected {rank} dims {layout}, got {tuple(t.shape)}")
 
 
+def _autograd_function(name, op, setup, backward):
+    """A torch.autograd.Function running `op` with the setup and backward its register_autograd pair
+    uses, for the public functions (attnkit.flash_attn_func, ...; flash_attn's own design). Calls
+    through the op's registered autograd cost ~0.2 ms of host time each: torch.library's forward
+    runs fill_defaults, which rebuilds the schema's argument list once per argument (O(n^2) in the
+    ~16 arguments); this path skips it. Positional inputs only, all of the op's arguments."""
+    def forward(ctx, *inputs):
+        output = op(*inputs)
+        setup(ctx, inputs, output)
+        return output
+
+    def backward_(ctx, *grads):  # a list argument's gradient (torch.library's form) is one None here
+        return tuple(None if isinstance(g, list) else g for g in backward(ctx, *grads))
+
+    return type(name, (torch.autograd.Function,), dict(forward=staticmethod(forward), backward=staticmethod(backward_)))
+
+
+def apply(function, op, *inputs):
+    """op(*inputs) with autograd through `function` where a gradient can flow (else the op alone)."""
+    if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs):
+        return function.apply(*inputs)
+    return op(*inputs)
+
+
 # --- softmax attention -------------------------------------------------------------------------
 
 @torch.library.register_fake("attnkit::attention_fwd")
@@ -56,6 +80,7 @@ def _attention_backward(ctx, dout, _dlse):
 
 
 torch.library.register_autograd("attnkit::attention_fwd", _attention_backward, setup_context=_attention_setup)
+AttentionFunction = _autograd_function("AttentionFunction", ops.attention_fwd, _attention_setup, _attention_backward)
 
 
 # --- flex attention ----------------------------------------------------------------------------
@@ -106,6 +131,7 @@ def _flex_backward(ctx, dout, _dlse):
 
 
 torch.library.register_autograd("attnkit::flex_fwd", _flex_backward, setup_context=_flex_setup)
+FlexFunction = _autograd_function("FlexFunction", ops.flex_fwd, _flex_setup, _flex_backward)
 
 
 # --- gated delta rule --------------------------------------------------------------------------
@@ -230,6 +256,8 @@ def _gdn_backward(ctx, dout, dfinal_state, *unused):  # unused: intermediates' (
 
 torch.library.register_autograd("attnkit::gdn_chunk_fwd", _gdn_backward, setup_context=_gdn_setup)
 torch.library.register_autograd("attnkit::gdn_recurrent", _gdn_backward, setup_context=_gdn_setup)
+GdnChunkFunction = _autograd_function("GdnChunkFunction", ops.gdn_chunk_fwd, _gdn_setup, _gdn_backward)
+GdnRecurrentFunction = _autograd_function("GdnRecurrentFunction", ops.gdn_recurrent, _gdn_setup, _gdn_backward)
 
 
 # The backward ops (attention_bwd, flex_bwd, gdn_chunk_bwd) are not differentiable: their autograd
