@@ -1,4 +1,5 @@
-"""Fake (meta) shapes and autograd for torch.ops.attnkit.*.
+"""Fake (meta) shapes and autograd for torch.ops.attnkit.*, and the autograd.Functions the public
+functions call the forward ops through (the same setup and backward, less host time).
 
 The C++ library names this module (set_python_module), so torch imports it whenever it needs a
 fake implementation, e.g. under torch.compile or torch.export with only the library loaded.
@@ -24,11 +25,12 @@ def _check_rank(t, name, rank, layout):
 
 
 def _autograd_function(name, op, setup, backward):
-    """A torch.autograd.Function running `op` with the setup and backward its register_autograd pair
-    uses, for the public functions (attnkit.flash_attn_func, ...; flash_attn's own design). Calls
-    through the op's registered autograd cost ~0.2 ms of host time each: torch.library's forward
-    runs fill_defaults, which rebuilds the schema's argument list once per argument (O(n^2) in the
-    ~16 arguments); this path skips it. Positional inputs only, all of the op's arguments."""
+    """A torch.autograd.Function running `op` with the setup and backward of the op's
+    register_autograd pair, for the public functions (attnkit.flash_attn_func, ...;
+    flash_attn's own design). A call through the op's registered autograd costs ~0.2 ms of host
+    time: torch.library's forward runs fill_defaults, which rebuilds the schema's argument list once
+    per argument (O(n^2) in the ~16 arguments); this path skips it. Positional inputs only, every
+    one of the op's arguments."""
     def forward(ctx, *inputs):
         output = op(*inputs)
         setup(ctx, inputs, output)
@@ -40,8 +42,9 @@ def _autograd_function(name, op, setup, backward):
     return type(name, (torch.autograd.Function,), dict(forward=staticmethod(forward), backward=staticmethod(backward_)))
 
 
-def apply(function, op, *inputs):
-    """op(*inputs) with autograd through `function` where a gradient can flow (else the op alone)."""
+def run(function, op, *inputs):
+    """op(*inputs), through `function` (op's autograd.Function) where a gradient can flow. The op
+    comes as an argument: torch.compile calls nothing on the Function class but apply."""
     if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs):
         return function.apply(*inputs)
     return op(*inputs)

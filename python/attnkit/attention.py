@@ -40,10 +40,10 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
                     gqa_reduction="auto"):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D] -> out [B, Sq, Hq, D] (and lse [B, Hq, Sq])."""
     _refuse_unsupported(dropout_p, alibi_slopes, gqa_reduction, window_size)
-    out, lse = _registrations.apply(
-        _registrations.AttentionFunction, torch.ops.attnkit.attention_fwd, q, k, v, None, None, 0, 0, softmax_scale,
-        causal, causal_top_left, int(window_size[0]), int(window_size[1]), float(softcap), deterministic,
-        gqa_reduction == "split")
+    out, lse = _registrations.run(
+        _registrations.AttentionFunction, torch.ops.attnkit.attention_fwd,
+        q, k, v, None, None, 0, 0, softmax_scale, causal, causal_top_left,
+        int(window_size[0]), int(window_size[1]), float(softcap), deterministic, gqa_reduction == "split")
     return _result(out, lse, return_attn_probs)
 
 
@@ -55,10 +55,11 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     _refuse_unsupported(dropout_p, alibi_slopes, gqa_reduction, window_size)
     if block_table is not None:
         raise NotImplementedError("attnkit: block_table (paged KV) is not supported")
-    out, lse = _registrations.apply(
-        _registrations.AttentionFunction, torch.ops.attnkit.attention_fwd, q, k, v, cu_seqlens_q, cu_seqlens_k,
-        int(max_seqlen_q), int(max_seqlen_k), softmax_scale, causal, causal_top_left, int(window_size[0]),
-        int(window_size[1]), float(softcap), deterministic, gqa_reduction == "split")
+    out, lse = _registrations.run(
+        _registrations.AttentionFunction, torch.ops.attnkit.attention_fwd,
+        q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q), int(max_seqlen_k),
+        softmax_scale, causal, causal_top_left, int(window_size[0]), int(window_size[1]), float(softcap),
+        deterministic, gqa_reduction == "split")
     return _result(out, lse, return_attn_probs)
 
 

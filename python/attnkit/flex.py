@@ -177,10 +177,11 @@ def flex_attention(query, key, value, score_mod=None, block_mask=None, scale=Non
     if block_mask is not None and tuple(block_mask.seq_lengths) != (query.shape[-2], key.shape[-2]):
         raise ValueError(f"attnkit.flex_attention: block_mask was built for (Q_LEN, KV_LEN) = "
                          f"{tuple(block_mask.seq_lengths)}, the inputs have ({query.shape[-2]}, {key.shape[-2]})")
-    out, lse = _registrations.apply(
-        _registrations.FlexFunction, torch.ops.attnkit.flex_fwd, query, key, value, scale, score_mod.rel_bias,
-        score_mod.alibi_slopes, score_mod.softcap, mask.causal, mask.prefix_lengths, mask.sliding_window,
-        mask.document_ids_q, mask.document_ids_kv, tensors, block_q, block_k, deterministic)
+    out, lse = _registrations.run(
+        _registrations.FlexFunction, torch.ops.attnkit.flex_fwd,
+        query, key, value, scale, score_mod.rel_bias, score_mod.alibi_slopes,
+        score_mod.softcap, mask.causal, mask.prefix_lengths, mask.sliding_window, mask.document_ids_q,
+        mask.document_ids_kv, tensors, block_q, block_k, deterministic)
     if return_aux is not None:
         from torch.nn.attention.flex_attention import AuxOutput
         return out, AuxOutput(lse=lse if return_aux.lse else None)

@@ -78,10 +78,10 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
         raise ValueError("attnkit: give either g or gk, not both")
     keep = keep_intermediates and torch.is_grad_enabled() and any(
         t is not None and t.requires_grad for t in (q, k, v, beta, g, gk, A_log, dt_bias, initial_state))
-    o, final_state, _ = _registrations.apply(
-        _registrations.GdnChunkFunction, torch.ops.attnkit.gdn_chunk_fwd, q, k, v, beta, g, gk, A_log, dt_bias,
-        initial_state, cu_seqlens, scale, state_v_first, use_qk_l2norm_in_kernel, beta_is_logit, output_final_state,
-        keep)
+    o, final_state, _ = _registrations.run(
+        _registrations.GdnChunkFunction, torch.ops.attnkit.gdn_chunk_fwd,
+        q, k, v, beta, g, gk, A_log, dt_bias, initial_state, cu_seqlens, scale,
+        state_v_first, use_qk_l2norm_in_kernel, beta_is_logit, output_final_state, keep)
     return o, (final_state if output_final_state else None)
 
 
@@ -98,9 +98,10 @@ def fused_recurrent_gated_delta_rule(q, k, v, g=None, gk=None, gv=None, beta=Non
         beta = torch.ones(v.shape[:3], dtype=q.dtype, device=q.device)
     A_log, dt_bias = _fused_gate(use_gate_in_kernel, g, A_log, dt_bias)
     beta, beta_is_logit = _beta(beta, use_beta_sigmoid_in_kernel, allow_neg_eigval)
-    o, final_state = _registrations.apply(
-        _registrations.GdnRecurrentFunction, torch.ops.attnkit.gdn_recurrent, q, k, v, beta, g, gk, A_log, dt_bias,
-        initial_state, cu_seqlens, scale, state_v_first, use_qk_l2norm_in_kernel, beta_is_logit)
+    o, final_state = _registrations.run(
+        _registrations.GdnRecurrentFunction, torch.ops.attnkit.gdn_recurrent,
+        q, k, v, beta, g, gk, A_log, dt_bias, initial_state, cu_seqlens, scale,
+        state_v_first, use_qk_l2norm_in_kernel, beta_is_logit)
     return o, (final_state if output_final_state else None)
 
 
