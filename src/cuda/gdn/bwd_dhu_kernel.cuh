@@ -4,8 +4,8 @@
 // One CTA per (sequence, value head, BV value columns): the columns of dH evolve independently
 // (every product contracts over keys or rows, never over values), so value blocks need no
 // communication; with too few of them, each chain is also cut into segments (bwd_dhu_split.cuh).
-// Warpgroup 0 streams the chunks from the last (bwd_dhu_load.cuh), warpgroup 1
-// carries dH (bwd_dhu_state.cuh); they meet at the stages' "full" / "empty" named barriers.
+// Warpgroup 0 streams the chunks from the last (bwd_dhu_load.cuh), warpgroup 1 carries dH
+// (bwd_dhu_state.cuh); they meet at the stages' "full" / "empty" named barriers.
 #pragma once
 #include <cuda_runtime.h>
 
