@@ -18,6 +18,24 @@ import attnkit
 from bench_gdn_chunk import D, make_inputs
 
 
+def make_step(B, T, H, keep, dev="cuda"):
+    """(forward, step) of the profiled case: the forward alone (autograd recording), and forward +
+    backward through torch.autograd.grad (l2norm, initial and final state; also profile_gdn_host.py's)."""
+    q, k, v, g, beta, _ = make_inputs(B, T, H, None, dev)
+    h0 = torch.randn(B, H, D, D, device=dev)
+    leaves = [t.clone().requires_grad_() for t in (q, k, v, g, beta, h0)]
+    do, dht = torch.randn_like(v), torch.randn_like(h0)
+
+    def forward():
+        return attnkit.chunk_gated_delta_rule(*leaves[:5], initial_state=leaves[5], output_final_state=True,
+                                              use_qk_l2norm_in_kernel=True, keep_intermediates=keep)
+
+    def step():
+        torch.autograd.grad(forward(), leaves, (do, dht))
+
+    return forward, step
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--B", type=int, default=4)
@@ -26,15 +44,7 @@ def main():
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--keep", action="store_true")
     args = ap.parse_args()
-    q, k, v, g, beta, cu = make_inputs(args.B, args.T, args.H, None)
-    h0 = torch.randn(args.B, args.H, D, D, device="cuda")
-    leaves = [t.clone().requires_grad_() for t in (q, k, v, g, beta, h0)]
-    do, dht = torch.randn_like(v), torch.randn_like(h0)
-
-    def step():
-        o, s = attnkit.chunk_gated_delta_rule(*leaves[:5], initial_state=leaves[5], output_final_state=True,
-                                              use_qk_l2norm_in_kernel=True, keep_intermediates=args.keep)
-        torch.autograd.grad((o, s), leaves, (do, dht))
+    _, step = make_step(args.B, args.T, args.H, args.keep)
 
     for _ in range(3):
         step()

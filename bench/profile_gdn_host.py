@@ -12,8 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-import attnkit
-from bench_gdn_chunk import D, make_inputs
+from profile_gdn_bwd import make_step
 
 
 def median(xs):
@@ -73,18 +72,7 @@ def main():
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
-    q, k, v, g, beta, cu = make_inputs(args.B, args.T, args.H, None)
-    h0 = torch.randn(args.B, args.H, D, D, device="cuda")
-    leaves = [t.clone().requires_grad_() for t in (q, k, v, g, beta, h0)]
-    do, dht = torch.randn_like(v), torch.randn_like(h0)
-
-    def forward():
-        return attnkit.chunk_gated_delta_rule(*leaves[:5], initial_state=leaves[5], output_final_state=True,
-                                              use_qk_l2norm_in_kernel=True, keep_intermediates=args.keep)
-
-    def step():
-        o, s = forward()
-        torch.autograd.grad((o, s), leaves, (do, dht))
+    forward, step = make_step(args.B, args.T, args.H, args.keep)
 
     def forward_nograd():
         with torch.no_grad():
