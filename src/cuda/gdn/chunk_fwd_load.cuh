@@ -124,13 +124,21 @@ struct LoadWarpgroup {
   // whole chunk with TMA rows goes by one TMA store from thread 0 (load_chunk's TMA into the
   // stage then waits for it to have read the tile); a tail chunk row by row by every thread (a
   // box would write into the next sequence's rows).
+  // kStates (the backward's rerun): the chunk's v_new and the next chunk's start state, which the
+  // state warpgroup left in u's and Q's buffers, to a.vnew and a.states (store_kept).
   // Returns whether this warpgroup's threads read the tile (the generic path): then they must
   // all be done before the stage is refilled.
   CUTE_DEVICE bool store_output(int j) {
     const int s = j % T::kStages;
     ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
-    if constexpr (!writes_output(kMode)) return false;
     auto& sm = chunk_smem<typename T::SharedStorage>();
+    if constexpr (kMode == Recurrence::kStates) {  // the state warpgroup left v_new and the next start state here
+      Tensor sVn = make_tensor(make_smem_ptr(sm.stage[s].u.data()), typename T::LayoutRowsBV{});  // [C, BV]
+      Tensor sH = make_tensor(make_smem_ptr(sm.stage[s].q.data()), typename T::LayoutH{});       // [DK, BV]
+      store_kept<T>(a, it, tid, sVn, sH, j + 1);
+      return true;
+    }
+    if constexpr (!writes_output(kMode)) return false;
     const int valid = it.valid_rows(j);
     if ((kWu || a.vec16) && a.o_vec16 && valid == kC) {
       if (tid == 0) {

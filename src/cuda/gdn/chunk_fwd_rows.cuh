@@ -105,6 +105,30 @@ CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor
   }
 }
 
+// What the recurrence keeps for the backward (Recurrence::kOutputAndStates / kStates), from
+// 16-bit tiles in shared memory: chunk j - 1's v_new rows (live rows only; sVn [C, BV]) to a.vnew,
+// chunk j's start state (sH [DK, BV]) to a.states [slots, HV, DK, V] at the sequence's (with the
+// split, the segment's) slot. j = 0: no v_new; j = w.nchunks: no state. T: ChunkFwdTraits; called
+// by the 128 threads of one warpgroup (t = its thread index), 16-byte pieces, one in registers at
+// a time.
+template <class T, class TileVn, class TileH>
+CUTE_DEVICE void store_kept(const ChunkFwdArgs& a, const WorkItem& w, int t, const TileVn& sVn, const TileH& sH, int j) {
+  using Element = typename T::Element;
+  constexpr int kDK = T::kDK, kBV = T::kBV;
+  if (j > 0)
+    store_chunk_rows<kBV>(sVn, static_cast<Element*>(a.vnew.ptr) + w.vb * kBV, a.vnew, w, int64_t(j - 1) * T::kC, w.hv,
+                          w.valid_rows(j - 1), true);
+  if (j == w.nchunks) return;
+  constexpr int kUnits = kBV / 8, kStep = 128 / kUnits;
+  const int r = t / kUnits, c = (t % kUnits) * 8;
+  const int64_t V = int64_t(a.v_blocks) * kBV;
+  const int64_t chunk = int64_t(w.seg) * a.split.chunks + j;  // in the sequence
+  auto* out = static_cast<Element*>(a.states) + ((ChunkSlot::first(a, w.n) + chunk) * a.HV + w.hv) * int64_t(kDK) * V +
+              w.vb * kBV + c + r * V;
+#pragma unroll 1
+  for (int i = 0; i < kDK / kStep; ++i) st_global_v4(out + i * kStep * V, ld_shared_v4(&sH(r + i * kStep, c)));
+}
+
 // 1 / sqrt(sum row^2 + eps) of row `row` of the swizzled tile s [*, kCols], by kThreadsPerRow (1 or
 // 2, adjacent lanes) threads (`part` = this thread's half). The sum is always taken as (first
 // half) + (second half), each half over 4 independent partial sums (no long serial FMA chain), so

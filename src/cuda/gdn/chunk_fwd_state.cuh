@@ -17,8 +17,9 @@
 // per-row factors (SharedStorage::gate), applied to D, O's columns and Aqk in fp32.
 // The mode (Recurrence, chunk_fwd_args.cuh): kOutputAndStates (a training forward) also writes each
 // chunk's start state and v_new to global memory (a.states, a.vnew) for the backward, through
-// shared memory; kStates (the backward's rerun) writes only those, and without output only the
-// state's own path runs.
+// shared memory; kStates (the backward's rerun) keeps only those, and leaves them in the chunk's
+// stage (Q's and u's buffers, unused without output) for the loader to write out, off the chain;
+// without output only the state's own path runs.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -42,32 +43,20 @@ struct StateWarpgroup {
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
 
-  // What the backward keeps, from 16-bit copies in shared memory, in 16-byte pieces: chunk j - 1's
-  // v_new rows (live rows only) to a.vnew, chunk j's start state to a.states [slots, HV, DK, V].
-  // Called once both copies are complete (after sync()); they stay untouched until the next
-  // chunk's "full" barrier. j = 0: before the first chunk, no v_new; j = nchunks: no state.
-  // Everything here is worked out afresh from an opaque CTA index rather than hoisted out of the
-  // chunk loop: the loop has no registers to spare.
+  // What the backward keeps (kOutputAndStates), from the 16-bit copies in sm.vnew and sm.h: chunk
+  // j - 1's v_new rows and chunk j's start state (chunk_fwd_rows.cuh store_kept). Called once both
+  // copies are complete (after sync()); they stay untouched until the next chunk's "full" barrier.
+  // j = 0: before the first chunk, no v_new; j = nchunks: no state. The work item is worked out
+  // afresh from an opaque CTA index rather than hoisted out of the chunk loop: the loop has no
+  // registers to spare. (kStates leaves both copies in the chunk's stage for the loader instead.)
   CUTE_DEVICE void keep_for_backward(int j) const {
     int item = blockIdx.x, t = tid;
     asm volatile("" : "+r"(item), "+r"(t));
     const WorkItem w = recurrence_item(a, item);  // with the split, t0 is the segment's first token
     auto& sm = chunk_smem<typename T::SharedStorage>();
-    if (j > 0) {
-      Tensor sVn = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBV{});  // [C, BV]
-      store_chunk_rows<kBV>(sVn, static_cast<Element*>(a.vnew.ptr) + w.vb * kBV, a.vnew, w, int64_t(j - 1) * kC, w.hv,
-                            w.valid_rows(j - 1), true);
-    }
-    if (j == w.nchunks) return;
-    constexpr int kUnits = kBV / 8, kStep = 128 / kUnits;
-    const int r = t / kUnits, c = (t % kUnits) * 8;
-    const int64_t V = int64_t(a.v_blocks) * kBV;
-    Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});  // [DK, BV]
-    const int64_t chunk = int64_t(w.seg) * a.split.chunks + j;  // in the sequence
-    auto* out = static_cast<Element*>(a.states) + ((ChunkSlot::first(a, w.n) + chunk) * a.HV + w.hv) * int64_t(kDK) * V +
-                w.vb * kBV + c + r * V;
-#pragma unroll 1  // one 16-byte piece in registers at a time
-    for (int i = 0; i < kDK / kStep; ++i) st_global_v4(out + i * kStep * V, ld_shared_v4(&sH(r + i * kStep, c)));
+    Tensor sVn = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBV{});  // [C, BV]
+    Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});           // [DK, BV]
+    store_kept<T>(a, w, t, sVn, sH, j);
   }
 
   CUTE_DEVICE void run() {
@@ -174,7 +163,10 @@ struct StateWarpgroup {
         Tensor tB_K = thr_h.partition_fragment_B(sKt);
         attn::gemm_rs(mma_h, rDv, tB_K, tH);
       }
-      if constexpr (keep) store_transposed(as_pairs<kVPairs>(rVn), sVnt);
+      // v_new's copy: for kStates over u^T in the stage (each warp writes exactly the addresses its
+      // load_transposed read), which the loader writes out once the stage is released.
+      if constexpr (kMode == Recurrence::kStates) store_transposed(as_pairs<kVPairs>(rVn), sUt);
+      else if constexpr (keep) store_transposed(as_pairs<kVPairs>(rVn), sVnt);
       if constexpr (output) {
         warpgroup_wait<1>();  // S^T
         const float* gamma = sm.gamma[s];
@@ -213,7 +205,14 @@ struct StateWarpgroup {
         warpgroup_wait<0>();
       }
       attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);  // for the next chunk
-      if constexpr (keep) {
+      if constexpr (kMode == Recurrence::kStates) {
+        // The next chunk's start state into the stage's Q buffer (no Q without output): the loader
+        // writes it out after "empty", so nothing here waits for the stores.
+        if (j + 1 < it.nchunks) {
+          Tensor sHtStage = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutHt{});  // [BV, DK]
+          store_transposed(as_pairs<kHPairs>(rH), sHtStage);
+        }
+      } else if constexpr (keep) {
         store_transposed(as_pairs<kHPairs>(rH), sHt);
         sync();  // v_new and the new state complete in shared memory
       }
@@ -226,7 +225,7 @@ struct StateWarpgroup {
         cutlass::arch::fence_view_async_shared();  // the loader may store it by TMA
       }
       ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
-      if constexpr (keep) keep_for_backward(j + 1);
+      if constexpr (kMode == Recurrence::kOutputAndStates) keep_for_backward(j + 1);
     }
     const EndState end = end_state(a, it, kDK);  // ht, or the split's end states
     if (end.ptr) {

@@ -94,6 +94,8 @@ struct ChunkFwdTraits {
     cute::array_aligned<Element, kC * kDK, 1024> q, k, w;
     cute::array_aligned<Element, kC * kBV, 1024> u;
   };
+  // kStates leaves the next start state [DK, BV] in Q's buffer and v_new in u's (chunk_fwd_state.cuh).
+  static_assert(kDK * kBV <= kC * kDK, "a start state fits Q's buffer");
   struct SharedStorage {
     Stage stage[kStages];
     cute::array_aligned<Element, kDK * kBV, 1024> h;      // the state's 16-bit copy [DK, BV], for the backward
