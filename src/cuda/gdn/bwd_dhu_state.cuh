@@ -7,8 +7,7 @@
 // Per chunk j, from the last (stage published by the loader: rows, row factors fq / fk, decays,
 // do already scaled by fq):
 //   dv2 = dv + diag(fk) K dH   (SS; dH's 16-bit copy = dh[j], read MN-major; 0 past the end)
-//   dH *= e^G_last ; dH += Q^T (fq do)     (SS, runs while dv2 is formed; without a gate
-//                                          issued beside the first GEMM, nothing to scale)
+//   dH *= e^G_last ; dH += Q^T (fq do)     (SS, runs while dv2 is formed)
 //   dv2 into dv's buffer (16-bit) ; dH += (-w)^T dv2    (SS, the WGMMA negates w)
 //   dH's 16-bit copy for chunk j - 1, in the other dh buffer (once the loader has written that
 //   buffer's previous tile out).
@@ -71,7 +70,6 @@ struct DhuStateWarpgroup {
       }
     }
     const int n = it.nchunks;
-    const bool decays = a.gate != nullptr;  // else e^G_last = 1 every chunk
     auto dh_tile = [&](int buf) { return make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDh{}); };
     if (n > 0) publish(tdH, thr_dh.partition_C(dh_tile(0)));
     sync();
@@ -94,9 +92,19 @@ struct DhuStateWarpgroup {
         Tensor tB = thr_dv.partition_fragment_B(sDht);
         attn::gemm_zero<false>(mma_dv, tA, tB, tDv);
       }
+      // dH is scaled once no GEMM is in flight: ptxas waits for all of them before any register
+      // an in-flight GEMM could own is touched (C7517), which would serialise the same way.
+      warpgroup_wait<0>();  // Kd dH
+      CUTE_UNROLL
+      for (int e = 0; e < size(tdH); ++e) tdH(e) *= sm.decay[s][get<0>(cdH(e))];
+      {  // runs while dv2 is formed below
+        Tensor tA = thr_dh.partition_fragment_A(sQt);
+        Tensor tB = thr_dh.partition_fragment_B(sDot);
+        attn::gemm_ss(mma_dh, tA, tB, tdH);
+      }
       // dv2 = dv + fk K dH in place of dv (columns e, e + 1 adjacent; 0 on rows past the end,
-      // whose dv and w may be other tokens'): dv and fk loaded while K dH runs, every load before
-      // the first store, which the asm's memory clobber would otherwise keep in order.
+      // whose dv and w may be other tokens'): every load issued before the first store, which the
+      // asm's memory clobber would otherwise keep in order, one round trip each.
       Tensor tDvs = thr_dv.partition_C(sDv);
       uint32_t dv_pairs[size(tDv) / 2];
       float fk[size(tDv) / 2];
@@ -104,22 +112,6 @@ struct DhuStateWarpgroup {
       for (int e = 0; e < size(tDv); e += 2) {
         dv_pairs[e / 2] = ld_shared_b32(&tDvs(e));
         fk[e / 2] = __half2float(sm.fk[s][get<0>(cDv(e))]);
-      }
-      auto issue_q_do = [&] {  // dH += Q^T (fq do): runs while dv2 is formed below
-        Tensor tA = thr_dh.partition_fragment_A(sQt);
-        Tensor tB = thr_dh.partition_fragment_B(sDot);
-        attn::gemm_ss(mma_dh, tA, tB, tdH);
-      };
-      if (decays) {
-        // dH is scaled once no GEMM is in flight: ptxas waits for all of them before any register
-        // an in-flight GEMM could own is touched (C7517), which would serialise the same way.
-        warpgroup_wait<0>();  // Kd dH
-        CUTE_UNROLL
-        for (int e = 0; e < size(tdH); ++e) tdH(e) *= sm.decay[s][get<0>(cdH(e))];
-        issue_q_do();
-      } else {  // no gate: dH's decay is 1, so Q^T (fq do) goes out beside K dH, before its wait
-        issue_q_do();
-        warpgroup_wait<1>();  // Kd dH (groups complete in issue order)
       }
       const int valid = it.valid_rows(it.nchunks - 1 - i);
       CUTE_UNROLL
