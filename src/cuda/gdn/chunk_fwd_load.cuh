@@ -49,7 +49,8 @@ CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, i
   }
 }
 
-// Without output (kStates): no Q to load, no rows to store. kWu: w's buffer takes [Tu | Tw] rows
+// Without output (kStates): no Q to load; what the backward keeps (v_new, the next start state)
+// goes out from the stage where o's rows would. kWu: w's buffer takes [Tu | Tw] rows
 // and u's this CTA's columns of V (the TMA descriptors point there), for the w / u warpgroup
 // (chunk_fwd_wu.cuh), which gets the stage's rows ("landed"), works out the row factors and hands
 // the stage to the state warpgroup itself ("full"); always TMA.
