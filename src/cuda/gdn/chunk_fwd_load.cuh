@@ -125,8 +125,9 @@ struct LoadWarpgroup {
   // whole chunk with TMA rows goes by one TMA store from thread 0 (load_chunk's TMA into the
   // stage then waits for it to have read the tile); a tail chunk row by row by every thread (a
   // box would write into the next sequence's rows).
-  // kStates (the backward's rerun): the chunk's v_new and the next chunk's start state, which the
-  // state warpgroup left in u's and Q's buffers, to a.vnew and a.states (store_kept).
+  // What the backward keeps (store_kept): the chunk's v_new and the next chunk's start state, which
+  // the state warpgroup left in u's and Q's buffers (kStates, the rerun) or in sm.vnew / sm.h
+  // (kOutputAndStates, then "kept free" back to the state warpgroup).
   // Returns whether this warpgroup's threads read the tile (the generic path): then they must
   // all be done before the stage is refilled.
   CUTE_DEVICE bool store_output(int j) {
@@ -140,6 +141,20 @@ struct LoadWarpgroup {
       return true;
     }
     if constexpr (!writes_output(kMode)) return false;
+    const bool read_stage = store_o(j);
+    if constexpr (kMode == Recurrence::kOutputAndStates) {  // sm.vnew[j % 2], sm.h: chunk_fwd_state.cuh
+      Tensor sVn = make_tensor(make_smem_ptr(sm.vnew[j % 2].data()), typename T::LayoutRowsBV{});  // [C, BV]
+      Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});                 // [DK, BV]
+      store_kept<T>(a, it, tid, sVn, sH, j + 1);
+      if (j + 2 < it.nchunks) ChunkBarriers::arrive(ChunkBarriers::kKeptFree, 256);
+    }
+    return read_stage;
+  }
+
+  // Chunk j's output rows, from u's buffer, to o (store_output's); whether this thread read them.
+  CUTE_DEVICE bool store_o(int j) {
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    const int s = j % T::kStages;
     const int valid = it.valid_rows(j);
     if ((kWu || a.vec16) && a.o_vec16 && valid == kC) {
       if (tid == 0) {

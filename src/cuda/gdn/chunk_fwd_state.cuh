@@ -15,11 +15,11 @@
 //   H^T's 16-bit copy for the next chunk;  O^T into u's buffer, transposed (stmatrix.trans).
 // Q and K come as loaded: with the in-op l2norm their rows' inverse norms are in the loader's
 // per-row factors (SharedStorage::gate), applied to D, O's columns and Aqk in fp32.
-// The mode (Recurrence, chunk_fwd_args.cuh): kOutputAndStates (a training forward) also writes each
-// chunk's start state and v_new to global memory (a.states, a.vnew) for the backward, through
-// shared memory; kStates (the backward's rerun) keeps only those, and leaves them in the chunk's
-// stage (Q's and u's buffers, unused without output) for the loader to write out, off the chain;
-// without output only the state's own path runs.
+// The mode (Recurrence, chunk_fwd_args.cuh): kOutputAndStates (a training forward) also keeps each
+// chunk's start state and v_new for the backward (a.states, a.vnew): 16-bit copies in sm.h and
+// sm.vnew, which the loader writes out after the chunk's "empty", off the state's chain; kStates
+// (the backward's rerun) keeps only those, and leaves them in the chunk's stage (Q's and u's
+// buffers, unused without output); without output only the state's own path runs.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -43,20 +43,12 @@ struct StateWarpgroup {
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
 
-  // What the backward keeps (kOutputAndStates), from the 16-bit copies in sm.vnew and sm.h: chunk
-  // j - 1's v_new rows and chunk j's start state (chunk_fwd_rows.cuh store_kept). Called once both
-  // copies are complete (after sync()); they stay untouched until the next chunk's "full" barrier.
-  // j = 0: before the first chunk, no v_new; j = nchunks: no state. The work item is worked out
-  // afresh from an opaque CTA index rather than hoisted out of the chunk loop: the loop has no
-  // registers to spare. (kStates leaves both copies in the chunk's stage for the loader instead.)
-  CUTE_DEVICE void keep_for_backward(int j) const {
-    int item = blockIdx.x, t = tid;
-    asm volatile("" : "+r"(item), "+r"(t));
-    const WorkItem w = recurrence_item(a, item);  // with the split, t0 is the segment's first token
+  // The initial state (chunk 0's start) for the backward, from sm.h (store_kept): once, before the
+  // chunks; the loader writes every later kept tile (chunk_fwd_load.cuh store_output).
+  CUTE_DEVICE void keep_initial_state() const {
     auto& sm = chunk_smem<typename T::SharedStorage>();
-    Tensor sVn = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBV{});  // [C, BV]
-    Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});           // [DK, BV]
-    store_kept<T>(a, w, t, sVn, sH, j);
+    Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});  // [DK, BV]
+    store_kept<T>(a, it, tid, sH, sH, 0);  // j = 0: no v_new
   }
 
   CUTE_DEVICE void run() {
@@ -71,7 +63,6 @@ struct StateWarpgroup {
     auto thr_av = mma_av.get_thread_slice(tid);
     auto thr_h = mma_h.get_thread_slice(tid);
     Tensor sHt = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutHt{});           // [BV, DK]: H^T's view of H
-    Tensor sVnt = make_tensor(make_smem_ptr(sm.vnew.data()), typename T::LayoutRowsBVt{});  // [BV, C]
     Tensor sAqk = make_tensor(make_smem_ptr(sm.aqk.data()), typename T::LayoutCC{});    // [C keys, C queries]
     Tensor sAqkt = make_tensor(make_smem_ptr(sm.aqk.data()), typename T::LayoutCCt{});  // [C queries, C keys]
 
@@ -105,7 +96,7 @@ struct StateWarpgroup {
       if (it.nchunks > 0) {
         store_transposed(as_pairs<kHPairs>(rH), sHt);
         sync();
-        keep_for_backward(0);
+        keep_initial_state();
       }
     }
 
@@ -163,10 +154,16 @@ struct StateWarpgroup {
         Tensor tB_K = thr_h.partition_fragment_B(sKt);
         attn::gemm_rs(mma_h, rDv, tB_K, tH);
       }
-      // v_new's copy: for kStates over u^T in the stage (each warp writes exactly the addresses its
-      // load_transposed read), which the loader writes out once the stage is released.
-      if constexpr (kMode == Recurrence::kStates) store_transposed(as_pairs<kVPairs>(rVn), sUt);
-      else if constexpr (keep) store_transposed(as_pairs<kVPairs>(rVn), sVnt);
+      // v_new's copy for the loader to write out once the stage is released: kStates over u^T in the
+      // stage (each warp writes exactly the addresses its load_transposed read), kOutputAndStates
+      // (u's buffer takes O) into sm.vnew[j % 2], which the loader read out for chunk j - 2 before
+      // the "kept free" barrier of chunk j - 1.
+      if constexpr (kMode == Recurrence::kStates) {
+        store_transposed(as_pairs<kVPairs>(rVn), sUt);
+      } else if constexpr (keep) {
+        Tensor sVnt = make_tensor(make_smem_ptr(sm.vnew[j % 2].data()), typename T::LayoutRowsBVt{});  // [BV, C]
+        store_transposed(as_pairs<kVPairs>(rVn), sVnt);
+      }
       if constexpr (output) {
         warpgroup_wait<1>();  // S^T
         const float* gamma = sm.gamma[s];
@@ -213,8 +210,12 @@ struct StateWarpgroup {
           store_transposed(as_pairs<kHPairs>(rH), sHtStage);
         }
       } else if constexpr (keep) {
-        store_transposed(as_pairs<kHPairs>(rH), sHt);
-        sync();  // v_new and the new state complete in shared memory
+        // The next start state into sm.h once the loader has written chunk j - 1's out (a chunk of
+        // slack: it did so right after that chunk's "empty").
+        if (j + 1 < it.nchunks) {
+          if (j >= 1) ChunkBarriers::sync(ChunkBarriers::kKeptFree, 256);
+          store_transposed(as_pairs<kHPairs>(rH), sHt);
+        }
       }
       if constexpr (output) {
         warpgroup_wait<0>();
@@ -224,8 +225,7 @@ struct StateWarpgroup {
         store_transposed(o2, sUt);  // u is consumed: its buffer takes O for the loader
         cutlass::arch::fence_view_async_shared();  // the loader may store it by TMA
       }
-      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);
-      if constexpr (kMode == Recurrence::kOutputAndStates) keep_for_backward(j + 1);
+      ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);  // the loader writes O and the kept tiles out
     }
     const EndState end = end_state(a, it, kDK);  // ht, or the split's end states
     if (end.ptr) {

@@ -99,7 +99,7 @@ struct ChunkFwdTraits {
   struct SharedStorage {
     Stage stage[kStages];
     cute::array_aligned<Element, kDK * kBV, 1024> h;      // the state's 16-bit copy [DK, BV], for the backward
-    cute::array_aligned<Element, kC * kBV, 1024> vnew;    // v_new [C, BV], for the backward
+    cute::array_aligned<Element, kC * kBV, 1024> vnew[2];  // v_new [C, BV] of chunks j, j - 1, for the backward
     cute::array_aligned<Element, kC * kC, 1024> aqk;      // Aqk^T [C keys, C queries]
     alignas(8) float gamma[kStages][kC];  // in-chunk cumulative log-decay, in log2 units (exp(x) = ex2(x log2 e))
     // Per row, from the loader (n_q, n_k: the in-op l2norm's inverse row norms, else 1):
@@ -217,9 +217,13 @@ CUTE_DEVICE void store_pairs(const Acc& acc, Dst&& dst, F&& f) {
 // The recurrence kernels' named barriers (0 is __syncthreads): each warpgroup's own, then per
 // stage "full" (loader, or the w / u warpgroup, -> state) and "empty" (state -> loader), 256
 // threads each; bwd_dhu's "dh free" (loader -> state: a dh buffer has been written out and may be
-// refilled); with the w / u warpgroup, per stage "landed" (loader -> w / u) and its own.
+// refilled); with the w / u warpgroup, per stage "landed" (loader -> w / u) and its own; the
+// training forward's "kept free".
 struct ChunkBarriers {
   static constexpr int kLoad = 1, kState = 2, kFull = 3, kEmpty = 6, kDhFree = 9, kLanded = 10, kWu = 13;
+  // kOutputAndStates: the loader has written chunk j's kept tiles (sm.vnew[j % 2], sm.h) out (loader ->
+  // state, 256 threads), so the state may overwrite sm.h in chunk j + 1.
+  static constexpr int kKeptFree = 14;
   static __device__ void sync(int id, int threads) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
   static __device__ void arrive(int id, int threads) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory"); }
   // bar.sync is the aligned form: every thread that blocks in one round of a barrier must run the
