@@ -2,7 +2,10 @@
 case (default B4 T8192 H16, K = V = 128, l2norm, initial and final state) under torch.profiler,
 per-kernel CUDA time summed over --iters iterations and divided by them.
 
-    python3 bench/profile_gdn_bwd.py [--B 4 --T 8192 --H 16] [--iters 10] [--keep]
+    python3 bench/profile_gdn_bwd.py [--B 4 --T 8192 --H 16] [--seqs N] [--iters 10] [--keep]
+
+--seqs N: a packed (varlen) batch of N sequences of random lengths summing to T (B = 1), as
+bench_gdn_chunk_bwd.py's varlen case draws them.
 
 --keep: the forward keeps its intermediates (keep_intermediates=True), the backward reruns nothing.
 Also printed: the elapsed time per step and the host's time to issue one (a step whose host time
@@ -18,17 +21,18 @@ import attnkit
 from bench_gdn_chunk import D, make_inputs
 
 
-def make_step(B, T, H, keep, dev="cuda"):
+def make_step(B, T, H, keep, dev="cuda", seqs=None):
     """(forward, step) of the profiled case: the forward alone (autograd recording), and forward +
-    backward through torch.autograd.grad (l2norm, initial and final state; also profile_gdn_host.py's)."""
-    q, k, v, g, beta, _ = make_inputs(B, T, H, None, dev)
-    h0 = torch.randn(B, H, D, D, device=dev)
+    backward through torch.autograd.grad (l2norm, initial and final state; also profile_gdn_host.py's).
+    seqs: a packed batch of that many sequences (B must be 1)."""
+    q, k, v, g, beta, cu = make_inputs(B, T, H, seqs, dev)
+    h0 = torch.randn(B if cu is None else cu.numel() - 1, H, D, D, device=dev)
     leaves = [t.clone().requires_grad_() for t in (q, k, v, g, beta, h0)]
     do, dht = torch.randn_like(v), torch.randn_like(h0)
 
     def forward():
         return attnkit.chunk_gated_delta_rule(*leaves[:5], initial_state=leaves[5], output_final_state=True,
-                                              use_qk_l2norm_in_kernel=True, keep_intermediates=keep)
+                                              use_qk_l2norm_in_kernel=True, keep_intermediates=keep, cu_seqlens=cu)
 
     def step():
         torch.autograd.grad(forward(), leaves, (do, dht))
@@ -43,8 +47,11 @@ def main():
     ap.add_argument("--H", type=int, default=16)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--seqs", type=int, default=None, help="a packed batch of this many sequences (B = 1)")
     args = ap.parse_args()
-    _, step = make_step(args.B, args.T, args.H, args.keep)
+    if args.seqs and args.B != 1:
+        ap.error(f"--seqs packs one batch entry: --B 1 expected, got {args.B}")
+    _, step = make_step(args.B, args.T, args.H, args.keep, seqs=args.seqs)
 
     for _ in range(3):
         step()
@@ -79,7 +86,7 @@ def main():
             name = e.name.split("<")[0].split("(")[0][:60]
             totals[name] = totals.get(name, 0.0) + e.device_time / 1000.0
     total = sum(totals.values()) / args.iters
-    print(f"B{args.B} T{args.T} H{args.H}{' kept' if args.keep else ''}: {total:.3f} ms of kernels per forward + backward,"
+    print(f"B{args.B} T{args.T} H{args.H}{f' varlen {args.seqs} seqs' if args.seqs else ''}{' kept' if args.keep else ''}: {total:.3f} ms of kernels per forward + backward,"
           f" {elapsed:.3f} ms elapsed (median of {args.iters})")
     for name, ms in sorted(totals.items(), key=lambda x: -x[1]):
         print(f"  {ms / args.iters:8.4f} ms  {name}")
