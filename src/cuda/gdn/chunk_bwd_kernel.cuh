@@ -195,7 +195,19 @@ struct ChunkBwd {
     RowAcc o;
     tiles::gemm<true>(o, at.k_major(), dout.mn_major(), side);
     warpgroup_wait<0>();
-    store_16(o, a.dv_local, it.hv);
+    // Out through Q's tile (dead since K Q^T was waited for), a row's 16-byte pieces on adjacent
+    // threads: the accumulator's own 4-byte stores wrote each 32-byte sector in two halves, ncu's
+    // 19% excess sectors with L2 84% busy (docs/perf/gdn_chunk_bwd.md). dv_local is the workspace's.
+    tiles::store<E>(o, q, [](int, float x) { return x; });
+    __syncthreads();
+    using W = PieceWalk<kD>;
+    const W w;
+#pragma unroll
+    for (int i = 0; i < 64 / W::kStep; ++i) {
+      const int r = w.r + i * W::kStep;
+      if (r < valid)
+        st_global_v4(static_cast<E*>(a.dv_local.ptr) + it.row(a.dv_local, t0() + r, it.hv) + w.c, ld_shared_v4(q.at(r, w.c)));
+    }
   }
 
   __device__ void gradients(const ChunkBwdParams<E, kD>& params, int phase, bool has_next, const BwdItem& next,
