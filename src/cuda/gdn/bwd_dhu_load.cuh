@@ -165,19 +165,26 @@ struct DhuLoadWarpgroup {
 
   // Step c's rows into its stage: TMA boxes, or cp.async copies waited for here and announced to
   // the gate half (the unaligned path: slower, and rare).
-  CUTE_DEVICE void load_rows(const PiecesDK& dk, const PiecesBV& bv, const Cursor& c) const {
+  // The item's TMA boxes (row_tma.cuh; used when a.vec16), worked out once an item: per load they
+  // put one thread's index arithmetic between the output half's steps.
+  CUTE_DEVICE auto item_boxes(const WorkItem& it) const {
+    auto& sm = smem();
+    return cute::make_tuple(
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
+        rows_boxes<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it, it.hv, it.vb, sm.stage[0].dout.data()),
+        rows_boxes<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it, it.hv, it.vb, sm.stage[0].dv.data()));
+  }
+
+  template <class Boxes>
+  CUTE_DEVICE void load_rows(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, const Cursor& c) const {
     auto& sm = smem();
     const WorkItem& it = c.it;
     const int s = c.g % T::kStages, j = c.chunk(), valid = c.valid_rows();
     auto& st = sm.stage[s];
     if (a.vec16) {
       if (half_tid() == 0) {
-        const auto boxes = cute::make_tuple(  // row_tma.cuh: the item's rows
-            rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
-            rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
-            rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
-            rows_boxes<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it, it.hv, it.vb, sm.stage[0].dout.data()),
-            rows_boxes<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it, it.hv, it.vb, sm.stage[0].dv.data()));
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads and writes first
         sm.rows_landed[s].arrive_and_expect_tx(T::kTmaBytes);
@@ -253,7 +260,8 @@ struct DhuLoadWarpgroup {
   // Once the state warpgroup is done with step c (g): the chunk's dh tile and dv2 rows out. Step
   // g + 3's rows (`load`'s, which may be a later item's) go into the same stage as soon as every
   // thread of the half holds its pieces of dv2 in registers, before the stores.
-  CUTE_DEVICE void store_outputs(const PiecesDK& dk, const PiecesBV& bv, const Cursor& c, Cursor& load) const {
+  template <class LoadNext>
+  CUTE_DEVICE void store_outputs(const PiecesBV& bv, const Cursor& c, const Cursor& load, LoadNext&& load_next) const {
     const WorkItem& it = c.it;
     const int s = c.g % T::kStages, j = c.chunk(), valid = c.valid_rows();
     ChunkBarriers::sync_unaligned(B::kEmpty + s, B::kEmptyThreads);
@@ -268,8 +276,7 @@ struct DhuLoadWarpgroup {
     }
     if (load.live()) {  // step g + 3
       ChunkBarriers::sync(B::kOutputHalf, kHalf);  // every reader of the stage is done
-      load_rows(dk, bv, load);
-      load.next();
+      load_next();
     }
     if (writes) {
       Element* dv2 = static_cast<Element*>(a.dv2.ptr) + int64_t(it.vb) * kBV + bv.c + it.row(a.dv2, int64_t(j) * kC + bv.r, it.hv);
@@ -292,8 +299,15 @@ struct DhuLoadWarpgroup {
     const PiecesBV bv(half_tid(), sm.stage[0].dout.data());
     const Cursor first(a, items);  // one decode of the CTA's first item, copied
     Cursor load = first;
-    for (int k = 0; k < T::kStages && load.live(); ++k, load.next()) load_rows(dk, bv, load);
-    for (Cursor c = first; c.live(); c.next()) store_outputs(dk, bv, c, load);
+    auto boxes = item_boxes(load.it);  // load's item's
+    int boxes_item = load.m;
+    auto load_next = [&] {
+      if (load.m != boxes_item) boxes = item_boxes(load.it), boxes_item = load.m;
+      load_rows(dk, bv, boxes, load);
+      load.next();
+    };
+    for (int k = 0; k < T::kStages && load.live(); ++k) load_next();
+    for (Cursor c = first; c.live(); c.next()) store_outputs(bv, c, load, load_next);
   }
 
   CUTE_DEVICE void run() const {

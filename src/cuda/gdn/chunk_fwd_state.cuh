@@ -144,11 +144,7 @@ struct StateWarpgroup {
     if (!next_item(m, it, tH, cH, g == 0)) return;
     attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);
     if constexpr (keep) {
-      // sm.h held the previous item's last start state (its chunk n - 1's, g - 1's) until the
-      // loader wrote it out after step g - 2: the "kept free" it gave then, which the step loop's
-      // waits (one a step that keeps a next start) pair with in order. g = 1: a one-chunk item
-      // before, which left nothing there.
-      if (kMode == Recurrence::kOutputAndStates && g >= 2) ChunkBarriers::sync(ChunkBarriers::kKeptFree, 256);
+      // sm.h is free: the previous item's last step waited for the loader (below).
       store_transposed(as_pairs<kHPairs>(rH), sHt);
       sync();
       keep_initial_state(it);
@@ -262,11 +258,13 @@ struct StateWarpgroup {
         }
       } else if constexpr (keep) {
         // The next start state into sm.h once the loader has written step g - 1's out (a step of
-        // slack: it did so right after that step's "empty").
-        if (next) {
-          if (g >= 1) ChunkBarriers::sync(ChunkBarriers::kKeptFree, 256);
-          store_transposed(as_pairs<kHPairs>(rH), sHt);
-        }
+        // slack: it did so right after that step's "empty"). The wait comes at every step of the
+        // CTA but its first and last, as the loader's arrivals do, and before this step's "empty"
+        // (the loader's next arrival follows that: never two at the barrier at once); at an
+        // item's last step it frees sm.h for the next item's initial state.
+        const bool more = next || steps_after(a, ItemStride(a), items, sm.walk_m, reinterpret_cast<const WorkItem&>(sm.walk_item));
+        if (more && g >= 1) ChunkBarriers::sync(ChunkBarriers::kKeptFree, 256);
+        if (next) store_transposed(as_pairs<kHPairs>(rH), sHt);
       }
       if constexpr (output) {
         warpgroup_wait<0>();
