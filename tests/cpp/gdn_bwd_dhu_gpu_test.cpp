@@ -297,56 +297,6 @@ TEST_F(GdnBwdDhuGpu, WideValueBlocks) {
   check_dhu(c);
 }
 
-// Persistent CTAs (item_walk.cuh): more items than the GPU holds CTAs, so each CTA walks several,
-// its pipeline running from one item's last steps into the next one's first. Varlen lengths from
-// 0 to 5 chunks (empty items between full ones: dh0 = dht there; 1-token and tail chunks), every
-// gate kind, with and without dht, unaligned rows (the cp.async path) and the value-first layout
-// (dh by 16-byte pieces); and a dense batch of as many items.
-TEST_F(GdnBwdDhuGpu, PersistentCtasWalkManyItems) {
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  DhuGpuCase c;
-  c.B = 1;
-  c.H = 1;
-  c.HV = 2;
-  c.K = c.V = 64;
-  std::mt19937 rng(11);
-  // At least 3 items a CTA: 2 value heads x (one or more value blocks) per sequence.
-  const int64_t seqs = 3 * sms / 2 + 7;
-  std::uniform_int_distribution<int64_t> len(0, 5 * 64);
-  c.T = 0;
-  for (int64_t n = 0; n < seqs; ++n) {
-    const int64_t l = n % 7 == 3 ? 0 : n % 11 == 5 ? 1 : len(rng);
-    c.seqlens.push_back(l);
-    c.T += l;
-  }
-  for (auto gate : {DhuGpuCase::kNone, DhuGpuCase::kScalar, DhuGpuCase::kPerKey}) {
-    SCOPED_TRACE("varlen, gate " + std::to_string(int(gate)));
-    c.gate = gate;
-    check_dhu(c);
-  }
-  c.gate = DhuGpuCase::kScalar;
-  c.dht = false;
-  check_dhu(c);
-  c.dht = true;
-  c.row_pad = 4;
-  SCOPED_TRACE("unaligned rows");
-  check_dhu(c);
-  c.row_pad = 0;
-  c.layout = StateLayout::kVK;
-  SCOPED_TRACE("value-first layout");
-  check_dhu(c);
-  DhuGpuCase dense;
-  dense.B = sms + 5;  // pairs = 2 (B + 5) >= 2 SMs: the dispatch's widest value block, several items a CTA
-  dense.T = 150;
-  dense.H = 1;
-  dense.HV = 2;
-  dense.K = 128;
-  dense.V = 128;
-  SCOPED_TRACE("dense");
-  check_dhu(dense);
-}
-
 // Each value block the dispatch picks (16, 32, 64 columns: the widest whose CTAs leave at most
 // half of the SMs idle, bwd_dhu_dispatch.cu): B chosen from this device's SM count so that each
 // width runs, at both key head dims and both 16-bit types.

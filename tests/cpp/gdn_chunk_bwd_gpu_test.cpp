@@ -270,34 +270,6 @@ TEST_F(GdnChunkBwdGpu, KeptIntermediates) {
   }
 }
 
-// The chain kernels (the recurrence in the training forward and in the rerun, bwd_dhu) are
-// persistent (item_walk.cuh): with more (sequence, value head, value block) items than CTAs fit on
-// the GPU each CTA walks several, and what a step keeps for the backward (the next start state)
-// may be the next item's initial state. Packed batches of 0 to ~4 chunks a sequence (empty and
-// 1-token sequences among them), at least 3 items a CTA, kept against rerun bit for bit.
-TEST_F(GdnChunkBwdGpu, PersistentChainsKeptAndRerun) {
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  for (int64_t D : {64, 128}) {
-    SCOPED_TRACE("K = V = " + std::to_string(D));
-    GdnCase c = bwd_case(DType::kBFloat16, D, 0);
-    c.B = 1;
-    c.H = 2;
-    c.HV = 4;
-    const int64_t blocks = D / 64, seqs = 3 * sms / (c.HV * blocks) + 5;
-    std::mt19937 rng(17);
-    std::uniform_int_distribution<int64_t> len(0, 250);
-    c.T = 0;
-    for (int64_t n = 0; n < seqs; ++n) {
-      const int64_t l = n % 9 == 4 ? 0 : n % 13 == 6 ? 1 : len(rng);
-      c.seqlens.push_back(l);
-      c.T += l;
-    }
-    const GdnGrads kept = check_backward(c, 45, 0, true);
-    expect_same_bits(kept, check_backward(c, 45, 0, false));
-  }
-}
-
 // Few (sequence, value head) chains: the rerun runs the forward's sequence split (segments side by
 // side, stitched), and a training forward keeps each segment's pieces; bwd_dhu splits its own
 // reverse chain at the same count (bwd_dhu_split.cuh), kept or rerun. Forced segment counts (up

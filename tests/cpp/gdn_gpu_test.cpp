@@ -336,36 +336,6 @@ TEST_F(GdnChunkGpu, ThousandsOfShortSequences) {
   check_chunk(c);
 }
 
-// Persistent recurrence CTAs (item_walk.cuh): at least 3 (sequence, value head, value block)
-// items a CTA, so that each CTA's pipeline runs from one item's last chunk into the next one's
-// first, with h0 and ht per item (empty and 1-token sequences: ht = h0); at K = 128 with many
-// heads the w / u kernel (chunk_fwd_wu.cuh), at K = 64 the two-warpgroup one, and unaligned rows.
-TEST_F(GdnChunkGpu, PersistentCtasWalkManyItems) {
-  int sms = 0;
-  ASSERT_EQ(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), cudaSuccess);
-  for (auto [D, H, HV] : {std::tuple{64, 2, 4}, std::tuple{128, 16, 64}}) {
-    SCOPED_TRACE("K = V = " + std::to_string(D) + ", HV = " + std::to_string(HV));
-    GdnCase c = chunk_case(DType::kBFloat16, D, 0);
-    c.B = 1;
-    c.H = H;
-    c.HV = HV;
-    const int64_t seqs = 3 * sms / (HV * (D / 64)) + 5;
-    std::mt19937 rng(19);
-    std::uniform_int_distribution<int64_t> len(0, 260);
-    c.T = 0;
-    for (int64_t n = 0; n < seqs; ++n) {
-      const int64_t l = n % 9 == 4 ? 0 : n % 13 == 6 ? 1 : len(rng);
-      c.seqlens.push_back(l);
-      c.T += l;
-    }
-    check_chunk(c);
-    if (D == 64) {
-      SCOPED_TRACE("unaligned rows");
-      check_chunk(c, {.row_pad = 4});
-    }
-  }
-}
-
 // Elements [first * n, last * n) of x: the slice of a tensor whose leading (flattened) index runs
 // over tokens, chunks or sequences with n elements each.
 std::vector<double> slice(const std::vector<double>& x, int64_t first, int64_t last, int64_t n) {

@@ -49,7 +49,6 @@ using DhGmem = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)
 template <class T>
 struct BwdDhuParams {
   BwdDhuArgs a;
-  int items = 0;                         // the launch's work items (item_walk.cuh; grid.x <= items)
   RowsShape shape_qk, shape_w, shape_v;  // (t, d, head, batch) of q / k, w, do / dv (row_tma.cuh)
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_do, tma_dv;

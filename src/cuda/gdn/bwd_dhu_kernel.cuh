@@ -1,11 +1,9 @@
 // src/cuda/gdn/bwd_dhu_kernel.cuh — the reverse state-gradient kernel ("bwd_dhu") and its launch
 // for one (element type, key head dim, value block).
 //
-// One item per (sequence, value head, BV value columns): the columns of dH evolve independently
+// One CTA per (sequence, value head, BV value columns): the columns of dH evolve independently
 // (every product contracts over keys or rows, never over values), so value blocks need no
 // communication; with too few of them, each chain is also cut into segments (bwd_dhu_split.cuh).
-// Without the split the CTAs are persistent, one an SM at most, each walking items
-// blockIdx.x + k gridDim.x (item_walk.cuh); the split's passes launch a CTA an item.
 // Warpgroup 0 streams the chunks from the last (bwd_dhu_load.cuh), warpgroup 1 carries dH
 // (bwd_dhu_state.cuh); they meet at the stages' "full" / "empty" named barriers.
 #pragma once
@@ -14,7 +12,6 @@
 #include "src/cuda/gdn/bwd_dhu_load.cuh"
 #include "src/cuda/gdn/bwd_dhu_split.cuh"
 #include "src/cuda/gdn/bwd_dhu_state.cuh"
-#include "src/cuda/persistent_grid.cuh"
 #include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -22,6 +19,7 @@ namespace attnkit::cuda::gdn {
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_bwd_dhu_kernel(CUTE_GRID_CONSTANT const BwdDhuParams<T> p) {
   const BwdDhuArgs& a = p.a;
+  const WorkItem it = dhu_item(a, blockIdx.x);  // WorkItem(a, blockIdx.x) without the split
   if (threadIdx.x == 0) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     CUTE_UNROLL
@@ -30,9 +28,9 @@ __global__ void __launch_bounds__(T::kThreads, 1) gdn_bwd_dhu_kernel(CUTE_GRID_C
   }
   __syncthreads();
   if (threadIdx.x < 128) {
-    DhuLoadWarpgroup<T>{p, a, p.items, static_cast<int>(threadIdx.x)}.run();
+    if (it.nchunks > 0) DhuLoadWarpgroup<T>{p, a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
-    DhuStateWarpgroup<T>{a, p.items, static_cast<int>(threadIdx.x) - 128}.run();
+    DhuStateWarpgroup<T>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
   }
 }
 
@@ -60,19 +58,11 @@ void make_dh_tma(BwdDhuParams<T>& p, const BwdDhuArgs& a, int64_t K, int64_t V) 
   p.tma_dh = make_tma_copy(SM90_TMA_STORE{}, g, typename T::LayoutDh{}, Shape<Int<T::kDK>, Int<T::kBV>>{}, _1{});
 }
 
-// `items` CTAs, or with `persistent` as many as fit on the GPU at once (one an SM: the shared
-// memory), each taking every gridDim.x-th item.
 template <class T>
-cudaError_t launch_pass(BwdDhuParams<T> p, int64_t items, cudaStream_t stream, bool persistent = false) {
+cudaError_t launch_pass(const BwdDhuParams<T>& p, int64_t items, cudaStream_t stream) {
   if (items > INT32_MAX) return cudaErrorInvalidValue;
   if (items == 0) return cudaSuccess;
-  p.items = static_cast<int>(items);
-  int64_t grid = items;
-  if (persistent) {
-    const cudaError_t ok = persistent_grid<gdn_bwd_dhu_kernel<T>>(items, T::kThreads, T::kSmemBytes, grid);
-    if (ok != cudaSuccess) return ok;
-  }
-  gdn_bwd_dhu_kernel<T><<<static_cast<unsigned>(grid), T::kThreads, T::kSmemBytes, stream>>>(p);
+  gdn_bwd_dhu_kernel<T><<<static_cast<unsigned>(items), T::kThreads, T::kSmemBytes, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -109,7 +99,7 @@ cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
   const cudaError_t ok = ensure_dynamic_smem<gdn_bwd_dhu_kernel<T>>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;
   if (a.split.count > 1) return launch_split(p, stream);
-  return launch_pass(p, items, stream, /*persistent=*/true);
+  return launch_pass(p, items, stream);
 }
 
 }  // namespace attnkit::cuda::gdn

@@ -1,7 +1,6 @@
 // src/cuda/gdn/bwd_dhu_load.cuh — warpgroup 0 of the bwd_dhu kernel: stages each chunk's rows of
 // Q, K (the head's), w (the value head's), do and dv (this CTA's value columns), from the last
-// chunk to the first of each of the CTA's items in turn (item_walk.cuh: one run of steps), with
-// the gates' row factors (bwd_dhu_traits.cuh):
+// chunk to the first, with the gates' row factors (bwd_dhu_traits.cuh):
 //   fq_r = scale e^G_r, fk_r = e^(G_last - G_r) for rows r < valid, 0 past the sequence end;
 //   decay[d] = e^G_last[d];   do <- diag(fq) do in place
 // and, once the state warpgroup is done with a chunk, writes its dv2 rows (left in dv's buffer)
@@ -9,10 +8,10 @@
 //
 // Two halves of 64 threads, each a pipeline of its own, because the state warpgroup waited for
 // one warpgroup doing both in turn (a third of its time, docs/perf/gdn_bwd_dhu.md):
-//   the gate half (warps 0, 1): step g's gates landed -> fold them -> "full" -> once the state
-//     is done with step g - 1, step g + 2's gates into that stage (cp.async);
-//   the output half (warps 2, 3): once the state is done with step g, its dv2 rows and dh tile
-//     out, and step g + 3's rows into the stage (TMA: one thread, five boxes on the stage's
+//   the gate half (warps 0, 1): step i's gates landed -> fold them -> "full" -> once the state
+//     is done with step i - 1, step i + 2's gates into that stage (cp.async);
+//   the output half (warps 2, 3): once the state is done with step i, its dv2 rows and dh tile
+//     out, and step i + 3's rows into the stage (TMA: one thread, five boxes on the stage's
 //     transaction barrier, when every row start is 16-byte aligned; else cp.async, zero-filled
 //     past the sequence end, then a "rows copied" barrier to the gate half).
 // With the sequence split's first pass (bwd_dhu_split.cuh) nothing is written out: the output half
@@ -28,7 +27,6 @@
 #include "src/cuda/gdn/bwd_dhu_split.cuh"
 #include "src/cuda/gdn/bwd_dhu_traits.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
-#include "src/cuda/gdn/item_walk.cuh"
 
 namespace attnkit::cuda::gdn {
 
@@ -38,28 +36,28 @@ struct DhuLoadWarpgroup {
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
   static constexpr int kHalf = 64;  // threads of each half
   using B = DhuBarriers;
-  using Cursor = StepCursor<BwdDhuArgs, true>;  // item_walk.cuh: each item from its last chunk
   const BwdDhuParams<T>& p;
   const BwdDhuArgs& a;
-  int items;  // the launch's
-  int tid;    // 0..127: 0..63 the gate half, 64..127 the output half
+  const WorkItem& it;
+  int tid;  // 0..127: 0..63 the gate half, 64..127 the output half
 
   using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK, kC, kHalf>;  // Q, K, w
   using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV, kC, kHalf>;  // do, dv, dv2
   using PiecesDh = ChunkPieces<kBV, typename T::LayoutDh, kDK, kHalf>;     // dh (offsets only)
 
   static CUTE_DEVICE auto& smem() { return chunk_smem<typename T::SharedStorage>(); }
+  // Step i of the sequence's walk works on chunk nchunks - 1 - i.
+  CUTE_DEVICE int chunk_of(int i) const { return it.nchunks - 1 - i; }
   CUTE_DEVICE int half_tid() const { return tid % kHalf; }
 
   // ---- the gate half ----
 
-  // Step c's gates into its stage (cp.async): G of row r (clamped to the last valid row) in
+  // Step i's gates into its stage (cp.async): G of row r (clamped to the last valid row) in
   // decay[r] and G_last in gate_last (scalar gate), or G_last of key d in decay[d] (gk).
-  CUTE_DEVICE void load_gates(const Cursor& c) const {
+  CUTE_DEVICE void load_gates(int i) const {
     if (!a.gate) return;
     auto& sm = smem();
-    const WorkItem& it = c.it;
-    const int s = c.g % T::kStages, j = c.chunk(), valid = c.valid_rows(), t = half_tid();
+    const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j), t = half_tid();
     const float* g = a.gate + it.b * a.g_sb + (it.t0 + int64_t(j) * kC) * a.g_st + int64_t(it.hv) * a.g_sh;
     const float* last = g + int64_t(valid - 1) * a.g_st;
     if (a.per_key_gate) {
@@ -72,11 +70,11 @@ struct DhuLoadWarpgroup {
     }
   }
 
-  // Rows of step c's stage at or past the sequence end to zero (this thread's pieces).
-  CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, const Cursor& c) const {
-    auto& st = smem().stage[c.g % T::kStages];
+  // Rows of step i's stage at or past the sequence end to zero (this thread's pieces).
+  CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int i) const {
+    auto& st = smem().stage[i % T::kStages];
     auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
-    const int valid = c.valid_rows();
+    const int valid = it.valid_rows(chunk_of(i));
     dk.zero_from(at(st.q.data()), valid);
     dk.zero_from(at(st.k.data()), valid);
     dk.zero_from(at(st.w.data()), valid);
@@ -84,10 +82,10 @@ struct DhuLoadWarpgroup {
     bv.zero_from(at(st.dv.data()), valid);
   }
 
-  // Step c's row factors and decays, then do <- diag(fq) do (this thread's pieces).
-  CUTE_DEVICE void fold_gates(const PiecesBV& bv, const Cursor& c) const {
+  // Step i's row factors and decays, then do <- diag(fq) do (this thread's pieces).
+  CUTE_DEVICE void fold_gates(const PiecesBV& bv, int i) const {
     auto& sm = smem();
-    const int s = c.g % T::kStages, valid = c.valid_rows(), t = half_tid();
+    const int s = i % T::kStages, valid = it.valid_rows(chunk_of(i)), t = half_tid();
     const bool scalar = a.gate && !a.per_key_gate;
     // Thread t converts the slots it reads: decay[t] (G of row t, scalar gate) and the keys
     // t + 64 m (gk: G_last of each key). Rows and keys are disjoint for t >= 64 only: with a
@@ -116,44 +114,36 @@ struct DhuLoadWarpgroup {
   }
 
   CUTE_DEVICE void run_gates() const {
+    const int n = it.nchunks;
     auto& sm = smem();
     const PiecesDK dk(half_tid(), sm.stage[0].q.data());
     const PiecesBV bv(half_tid(), sm.stage[0].dout.data());
-    // cp.async group g holds step g's gates: the prologue's three, then step g + 2's, committed
-    // in step g >= 1 (empty past the CTA's last step).
-    const Cursor first(a, items);  // one decode of the CTA's first item, copied
-    Cursor load = first;
-    for (int k = 0; k < T::kStages; ++k) {
-      if (load.live()) {
-        load_gates(load);
-        load.next();
-      }
+    // cp.async group g holds step g's gates: the prologue's three, then step i + 2's, committed
+    // in step i >= 1 (empty past the end).
+    for (int i = 0; i < T::kStages; ++i) {
+      if (i < n) load_gates(i);
       cp_async_commit();
     }
-    Cursor fold = first;
-    for (; fold.live(); fold.next()) {
-      const int g = fold.g, s = g % T::kStages;
-      if (g == 0) cp_async_wait<2>();  // step 0's gates landed (steps 1, 2 may be in flight)
-      else cp_async_wait<1>();         // step g's (step g + 1 may be in flight)
-      if (a.vec16) sm.rows_landed[s].wait((g / T::kStages) % 2);
+    for (int i = 0; i < n; ++i) {
+      const int s = i % T::kStages;
+      if (i == 0) cp_async_wait<2>();  // step 0's gates landed (steps 1, 2 may be in flight)
+      else cp_async_wait<1>();         // step i's (step i + 1 may be in flight)
+      if (a.vec16) sm.rows_landed[s].wait((i / T::kStages) % 2);
       else ChunkBarriers::sync(B::kRowsCopied + s, 2 * kHalf);
       ChunkBarriers::sync(B::kGateHalf, kHalf);  // every gate of the step
-      // A sequence's last chunk (an item's first step): rows past its end to zero. fold_gates then
-      // reads only this thread's own pieces of do, and the state warpgroup waits for kFull.
-      if (a.vec16 && fold.valid_rows() < kC) zero_rows_past_end(dk, bv, fold);
-      fold_gates(bv, fold);
+      // A sequence's last chunk (step 0): rows past its end to zero. fold_gates then reads only this
+      // thread's own pieces of do, and the state warpgroup waits for kFull.
+      if (a.vec16 && it.valid_rows(chunk_of(i)) < kC) zero_rows_past_end(dk, bv, i);
+      fold_gates(bv, i);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
       ChunkBarriers::arrive(B::kFull + s, B::kFullThreads);
-      if (g >= 1) {  // the state is done with step g - 1: step g + 2's gates into its stage
-        ChunkBarriers::sync_unaligned(B::kEmpty + (g - 1) % T::kStages, B::kEmptyThreads);
-        if (load.live()) {
-          load_gates(load);
-          load.next();
-        }
+      if (i >= 1) {  // the state is done with step i - 1: step i + 2's gates into its stage
+        ChunkBarriers::sync_unaligned(B::kEmpty + (i - 1) % T::kStages, B::kEmptyThreads);
+        if (i + 2 < n) load_gates(i + 2);
         cp_async_commit();
       }
     }
-    if (fold.g > 0) ChunkBarriers::sync_unaligned(B::kEmpty + (fold.g - 1) % T::kStages, B::kEmptyThreads);
+    ChunkBarriers::sync_unaligned(B::kEmpty + (n - 1) % T::kStages, B::kEmptyThreads);
   }
 
   // ---- the output half ----
@@ -163,25 +153,12 @@ struct DhuLoadWarpgroup {
     issue_rows_box(tma, b, j, s * int(sizeof(typename T::Stage) / sizeof(Element)), bar);
   }
 
-  // Step c's rows into its stage: TMA boxes, or cp.async copies waited for here and announced to
+  // Step i's rows into its stage: TMA boxes, or cp.async copies waited for here and announced to
   // the gate half (the unaligned path: slower, and rare).
-  // The item's TMA boxes (row_tma.cuh; used when a.vec16), worked out once an item: per load they
-  // put one thread's index arithmetic between the output half's steps.
-  CUTE_DEVICE auto item_boxes(const WorkItem& it) const {
-    auto& sm = smem();
-    return cute::make_tuple(
-        rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
-        rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
-        rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
-        rows_boxes<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it, it.hv, it.vb, sm.stage[0].dout.data()),
-        rows_boxes<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it, it.hv, it.vb, sm.stage[0].dv.data()));
-  }
-
   template <class Boxes>
-  CUTE_DEVICE void load_rows(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, const Cursor& c) const {
+  CUTE_DEVICE void load_rows(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int i) const {
     auto& sm = smem();
-    const WorkItem& it = c.it;
-    const int s = c.g % T::kStages, j = c.chunk(), valid = c.valid_rows();
+    const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
     auto& st = sm.stage[s];
     if (a.vec16) {
       if (half_tid() == 0) {
@@ -223,26 +200,24 @@ struct DhuLoadWarpgroup {
     }
   }
 
-  // Step c's dh tile [DK, BV] (dh[g % 2], published by the state warpgroup and fenced for the
+  // Step i's dh tile [DK, BV] (dh[i % 2], published by the state warpgroup and fenced for the
   // async proxy) to dh[chunk] by one TMA store (thread 0 of the half; dh_vec16).
-  CUTE_DEVICE void issue_dh_store(const Cursor& c) const {
-    const WorkItem& it = c.it;
-    const int chunk = int((a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + dhu_first_chunk(a, it) + c.chunk());
+  CUTE_DEVICE void issue_dh_store(int i) const {
+    const int chunk = int((a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + dhu_first_chunk(a, it) + chunk_of(i));
     Tensor mdh = p.tma_dh.get_tma_tensor(p.shape_dh);  // (k, v, chunk, value head, batch)
     Tensor gdh = local_tile(mdh(_, _, chunk, it.hv, int(it.b)), Shape<Int<kDK>, Int<kBV>>{}, make_coord(0, it.vb));
-    Tensor sdh = make_tensor(make_smem_ptr(smem().dh[c.g % 2].data()), typename T::LayoutDh{});
+    Tensor sdh = make_tensor(make_smem_ptr(smem().dh[i % 2].data()), typename T::LayoutDh{});
     auto part = tma_partition(p.tma_dh, _0{}, Layout<_1>{}, group_modes<0, 2>(sdh), group_modes<0, 2>(gdh));
     copy(p.tma_dh, get<1>(part), get<0>(part));
     tma_store_arrive();
   }
 
-  // Step c's dh tile by 16-byte pieces of every thread of the half (dh not TMA-able: unaligned,
+  // Step i's dh tile by 16-byte pieces of every thread of the half (dh not TMA-able: unaligned,
   // or the value-first layout).
-  CUTE_DEVICE void store_dh_pieces(const Cursor& c) const {
-    const WorkItem& it = c.it;
+  CUTE_DEVICE void store_dh_pieces(int i) const {
     const PiecesDh dhp(half_tid(), smem().dh[0].data());  // worked out here: off the TMA path's registers
-    const uint32_t dh_tile = cute::cast_smem_ptr_to_uint(smem().dh[c.g % 2].data());
-    const int64_t chunk = (a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + dhu_first_chunk(a, it) + c.chunk();
+    const uint32_t dh_tile = cute::cast_smem_ptr_to_uint(smem().dh[i % 2].data());
+    const int64_t chunk = (a.chunk_offsets ? a.chunk_offsets[it.n] : 0) + dhu_first_chunk(a, it) + chunk_of(i);
     Element* dh = static_cast<Element*>(a.dh) + it.b * a.dh_sb + chunk * a.dh_sc + int64_t(it.hv) * a.dh_sh +
                   (int64_t(it.vb) * kBV + dhp.c) * a.dh_sv + int64_t(dhp.r) * a.dh_sk;
     constexpr int kBatch = PiecesDh::kPieces < 4 ? PiecesDh::kPieces : 4;  // pieces in registers at a time (the rare path)
@@ -257,60 +232,56 @@ struct DhuLoadWarpgroup {
     }
   }
 
-  // Once the state warpgroup is done with step c (g): the chunk's dh tile and dv2 rows out. Step
-  // g + 3's rows (`load`'s, which may be a later item's) go into the same stage as soon as every
-  // thread of the half holds its pieces of dv2 in registers, before the stores.
-  template <class LoadNext>
-  CUTE_DEVICE void store_outputs(const PiecesBV& bv, const Cursor& c, const Cursor& load, LoadNext&& load_next) const {
-    const WorkItem& it = c.it;
-    const int s = c.g % T::kStages, j = c.chunk(), valid = c.valid_rows();
+  // Once the state warpgroup is done with step i: the chunk's dh tile and dv2 rows out. Step
+  // i + 3's rows go into the same stage as soon as every thread of the half holds its pieces of
+  // dv2 in registers, before the stores.
+  template <class Boxes>
+  CUTE_DEVICE void store_outputs(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int i) const {
+    const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
     ChunkBarriers::sync_unaligned(B::kEmpty + s, B::kEmptyThreads);
     const bool writes = a.split.pass != SegmentSplit::kEnds;
     const bool dh_tma = a.dh_vec16, leader = half_tid() == 0;
-    if (writes && dh_tma && leader) issue_dh_store(c);
+    if (writes && dh_tma && leader) issue_dh_store(i);
     const uint32_t dv2_tile = cute::cast_smem_ptr_to_uint(smem().stage[s].dv.data());
     uint4 rows[PiecesBV::kPieces];
     if (writes) {
       CUTE_UNROLL
       for (int p = 0; p < PiecesBV::kPieces; ++p) rows[p] = ld_shared_v4(dv2_tile + bv.offset[p]);
     }
-    if (load.live()) {  // step g + 3
+    if (i + 3 < it.nchunks) {
       ChunkBarriers::sync(B::kOutputHalf, kHalf);  // every reader of the stage is done
-      load_next();
+      load_rows(dk, bv, boxes, i + 3);
     }
     if (writes) {
       Element* dv2 = static_cast<Element*>(a.dv2.ptr) + int64_t(it.vb) * kBV + bv.c + it.row(a.dv2, int64_t(j) * kC + bv.r, it.hv);
       CUTE_UNROLL
       for (int p = 0; p < PiecesBV::kPieces; ++p)
         if (bv.r + p * PiecesBV::kStep < valid) store8(dv2 + int64_t(p) * PiecesBV::kStep * a.dv2.st, rows[p], a.dv2_vec16, 1);
-      if (!dh_tma) store_dh_pieces(c);
+      if (!dh_tma) store_dh_pieces(i);
     }
     // The state warpgroup refills this dh buffer two steps later (bwd_dhu_state.cuh): it waits
-    // for this signal from every step of the CTA but the last two, whose buffers are never
-    // refilled (load.g = min(g + 4, the CTA's steps) here). The leader's arrival comes after the
-    // TMA store has read the tile (and before the CTA exits).
+    // for this signal from every step but the last two, whose buffers are never refilled. The
+    // leader's arrival comes after the TMA store has read the tile (and before the CTA exits).
     if (writes && dh_tma && leader) tma_store_wait<0>();
-    if (c.g + 2 < load.g) ChunkBarriers::arrive(B::kDhFree, B::kDhFreeThreads);
+    if (i + 2 < it.nchunks) ChunkBarriers::arrive(B::kDhFree, B::kDhFreeThreads);
   }
 
   CUTE_DEVICE void run_outputs() const {
+    const int n = it.nchunks;
     auto& sm = smem();
     const PiecesDK dk(half_tid(), sm.stage[0].q.data());
     const PiecesBV bv(half_tid(), sm.stage[0].dout.data());
-    const Cursor first(a, items);  // one decode of the CTA's first item, copied
-    Cursor load = first;
-    auto boxes = item_boxes(load.it);  // load's item's
-    int boxes_item = load.m;
-    auto load_next = [&] {
-      if (load.m != boxes_item) boxes = item_boxes(load.it), boxes_item = load.m;
-      load_rows(dk, bv, boxes, load);
-      load.next();
-    };
-    for (int k = 0; k < T::kStages && load.live(); ++k) load_next();
-    for (Cursor c = first; c.live(); c.next()) store_outputs(bv, c, load, load_next);
+    const auto boxes = cute::make_tuple(  // row_tma.cuh
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
+        rows_boxes<typename T::LayoutRowsBV>(p.tma_do, p.shape_v, it, it.hv, it.vb, sm.stage[0].dout.data()),
+        rows_boxes<typename T::LayoutRowsBV>(p.tma_dv, p.shape_v, it, it.hv, it.vb, sm.stage[0].dv.data()));
+    for (int i = 0; i < T::kStages && i < n; ++i) load_rows(dk, bv, boxes, i);
+    for (int i = 0; i < n; ++i) store_outputs(dk, bv, boxes, i);
   }
 
-  CUTE_DEVICE void run() const {
+  CUTE_DEVICE void run() const {  // it.nchunks >= 1
     if (tid < kHalf) run_gates();
     else run_outputs();
   }

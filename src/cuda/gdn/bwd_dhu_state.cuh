@@ -1,7 +1,6 @@
 // src/cuda/gdn/bwd_dhu_state.cuh — warpgroup 1 of the bwd_dhu kernel: carries dH [DK, BV] (the
 // gradient of the current chunk's end state) in fp32 registers from dht (or 0) back through the
-// sequence's chunks, and writes dh0 at the start; for each of the CTA's items in turn
-// (item_walk.cuh), its steps numbered across them as the loader's are. With the sequence split (bwd_dhu_split.cuh) it
+// sequence's chunks, and writes dh0 at the start. With the sequence split (bwd_dhu_split.cuh) it
 // runs one segment's chunks, from where dhu_start says (or the identity's columns: a virtual
 // block), to where dhu_end says.
 //
@@ -19,7 +18,6 @@
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
 #include "src/cuda/gdn/bwd_dhu_split.cuh"
 #include "src/cuda/gdn/bwd_dhu_traits.cuh"
-#include "src/cuda/gdn/item_walk.cuh"
 
 namespace attnkit::cuda::gdn {
 
@@ -28,8 +26,8 @@ struct DhuStateWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
   const BwdDhuArgs& a;
-  int items;  // the launch's
-  int tid;    // 0..127
+  const WorkItem& it;
+  int tid;  // 0..127
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(DhuBarriers::kState, 128); }
 
@@ -41,10 +39,18 @@ struct DhuStateWarpgroup {
     cutlass::arch::fence_view_async_shared();
   }
 
-  // Item m's dH, fp32 [DK, BV] over the warpgroup, from dht (or 0), a segment's start, or I's
-  // columns, in tdH (cdH: its coordinates).
-  template <class TH, class CH>
-  CUTE_DEVICE void load_start(const WorkItem& it, TH& tdH, const CH& cdH) const {
+  CUTE_DEVICE void run() {
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    typename T::MmaDv mma_dv;
+    typename T::MmaDh mma_dh;
+    typename T::MmaDhNeg mma_dh_neg;
+    auto thr_dv = mma_dv.get_thread_slice(tid);
+    auto thr_dh = mma_dh.get_thread_slice(tid);
+    auto thr_dh_neg = mma_dh_neg.get_thread_slice(tid);
+
+    // dH, fp32 [DK, BV] over the warpgroup, from dht (or 0), a segment's start, or I's columns.
+    Tensor tdH = partition_fragment_C(mma_dh, Shape<Int<kDK>, Int<kBV>>{});
+    Tensor cdH = thr_dh.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
     const int v0 = it.vb * kBV;
     // The elements' dtype switches (AnyFloat) only when there is a start (chunk_fwd_state.cuh's h0:
     // a presence check per element walks every CTA through all the switches' code).
@@ -63,108 +69,75 @@ struct DhuStateWarpgroup {
         tdH(i) = start.data[it.n * start.sn + it.hv * start.sh + k * start.sk + v * start.sv];
       }
     }
-  }
+    const int n = it.nchunks;
+    auto dh_tile = [&](int buf) { return make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDh{}); };
+    if (n > 0) publish(tdH, thr_dh.partition_C(dh_tile(0)));
+    sync();
 
-  CUTE_DEVICE void run() {
-    auto& sm = chunk_smem<typename T::SharedStorage>();
-    typename T::MmaDv mma_dv;
-    typename T::MmaDh mma_dh;
-    typename T::MmaDhNeg mma_dh_neg;
-    auto thr_dv = mma_dv.get_thread_slice(tid);
-    auto thr_dh = mma_dh.get_thread_slice(tid);
-    auto thr_dh_neg = mma_dh_neg.get_thread_slice(tid);
-    Tensor tdH = partition_fragment_C(mma_dh, Shape<Int<kDK>, Int<kBV>>{});  // fp32 [DK, BV]: dH
-    Tensor cdH = thr_dh.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
     Tensor tDv = partition_fragment_C(mma_dv, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: K dH
     Tensor cDv = thr_dv.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kBV>>{}));
-    auto dh_tile = [&](int buf) { return make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDh{}); };
-
-    int g = 0;                   // the CTA's step (the loader's numbering: stage g % kStages, dh buffer g % 2)
-    const ItemStride stride(a);  // the walk: the first item decoded, the others by carries
-    int m = int(blockIdx.x);     // the item (grid.x <= items)
-    WorkItem it = dhu_item(a, m);
-    while (true) {
-      // The item's first dH into its first step's buffer (the CTA's step g; for g >= 2 the loader
-      // freed that buffer before the previous step's "empty", see below).
-      load_start(it, tdH, cdH);
-      const int n = it.nchunks;
-      if (n > 0) {
-        publish(tdH, thr_dh.partition_C(dh_tile(g % 2)));
-        if (g == 0) sync();
+    for (int i = 0; i < n; ++i) {
+      const int s = i % T::kStages, buf = i % 2;
+      auto& st = sm.stage[s];
+      Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});      // [C, DK]
+      Tensor sQt = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDKt{});    // [DK, C]
+      Tensor sWt = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDKt{});    // [DK, C]
+      Tensor sDot = make_tensor(make_smem_ptr(st.dout.data()), typename T::LayoutRowsBVt{});  // [BV, C]: fq do
+      Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then dv2
+      Tensor sDv2t = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBVt{});  // [BV, C]
+      Tensor sDht = make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDht{});  // [BV, DK]
+      ChunkBarriers::sync(DhuBarriers::kFull + s, DhuBarriers::kFullThreads);
+      {
+        Tensor tA = thr_dv.partition_fragment_A(sK);
+        Tensor tB = thr_dv.partition_fragment_B(sDht);
+        attn::gemm_zero<false>(mma_dv, tA, tB, tDv);
       }
-      for (int i = 0; i < n; ++i, ++g) {
-        const int s = g % T::kStages, buf = g % 2;
-        auto& st = sm.stage[s];
-        Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});      // [C, DK]
-        Tensor sQt = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDKt{});    // [DK, C]
-        Tensor sWt = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutRowsDKt{});    // [DK, C]
-        Tensor sDot = make_tensor(make_smem_ptr(st.dout.data()), typename T::LayoutRowsBVt{});  // [BV, C]: fq do
-        Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then dv2
-        Tensor sDv2t = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBVt{});  // [BV, C]
-        Tensor sDht = make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDht{});  // [BV, DK]
-        ChunkBarriers::sync(DhuBarriers::kFull + s, DhuBarriers::kFullThreads);
-        {
-          Tensor tA = thr_dv.partition_fragment_A(sK);
-          Tensor tB = thr_dv.partition_fragment_B(sDht);
-          attn::gemm_zero<false>(mma_dv, tA, tB, tDv);
-        }
-        // dH is scaled once no GEMM is in flight: ptxas waits for all of them before any register
-        // an in-flight GEMM could own is touched (C7517), which would serialise the same way.
-        warpgroup_wait<0>();  // Kd dH
-        CUTE_UNROLL
-        for (int e = 0; e < size(tdH); ++e) tdH(e) *= sm.decay[s][get<0>(cdH(e))];
-        {  // runs while dv2 is formed below
-          Tensor tA = thr_dh.partition_fragment_A(sQt);
-          Tensor tB = thr_dh.partition_fragment_B(sDot);
-          attn::gemm_ss(mma_dh, tA, tB, tdH);
-        }
-        // dv2 = dv + fk K dH in place of dv (columns e, e + 1 adjacent; 0 on rows past the end,
-        // whose dv and w may be other tokens'): every load issued before the first store, which the
-        // asm's memory clobber would otherwise keep in order, one round trip each.
-        Tensor tDvs = thr_dv.partition_C(sDv);
-        uint32_t dv_pairs[size(tDv) / 2];
-        float fk[size(tDv) / 2];
-        CUTE_UNROLL
-        for (int e = 0; e < size(tDv); e += 2) {
-          dv_pairs[e / 2] = ld_shared_b32(&tDvs(e));
-          fk[e / 2] = __half2float(sm.fk[s][get<0>(cDv(e))]);
-        }
-        const int valid = it.valid_rows(it.nchunks - 1 - i);
-        CUTE_UNROLL
-        for (int e = 0; e < size(tDv); e += 2) {
-          const auto dv = reinterpret_cast<const cutlass::Array<Element, 2>&>(dv_pairs[e / 2]);
-          const bool live = get<0>(cDv(e)) < valid;
-          const float x0 = live ? float(dv[0]) + fk[e / 2] * tDv(e) : 0.f;
-          const float x1 = live ? float(dv[1]) + fk[e / 2] * tDv(e + 1) : 0.f;
-          st_shared(&tDvs(e), pack2<Element>(x0, x1));
-        }
-        cutlass::arch::fence_view_async_shared();
-        sync();  // dv2 complete
-        {
-          Tensor tA = thr_dh_neg.partition_fragment_A(sWt);
-          Tensor tB = thr_dh_neg.partition_fragment_B(sDv2t);
-          attn::gemm_ss(mma_dh_neg, tA, tB, tdH);
-        }
-        warpgroup_wait<0>();
-        // The other dh buffer held step g - 1's tile: wait until the loader has written it out. The
-        // wait comes before this step's "empty" signal, which lets the loader on to its next "dh
-        // free" arrival: two arrivals can never meet at the barrier without this wait between them.
-        // At an item's last step the next step is a later item's first, if any has chunks.
-        const bool item_next = i + 1 < n;
-        const bool next = item_next || steps_after(a, stride, items, m, it);
-        if (next && g >= 1) ChunkBarriers::sync(DhuBarriers::kDhFree, DhuBarriers::kDhFreeThreads);
-        ChunkBarriers::arrive(DhuBarriers::kEmpty + s, DhuBarriers::kEmptyThreads);  // the loader writes dv2 and dh[j] out
-        if (item_next) publish(tdH, thr_dh.partition_C(dh_tile(1 - buf)));
+      // dH is scaled once no GEMM is in flight: ptxas waits for all of them before any register
+      // an in-flight GEMM could own is touched (C7517), which would serialise the same way.
+      warpgroup_wait<0>();  // Kd dH
+      CUTE_UNROLL
+      for (int e = 0; e < size(tdH); ++e) tdH(e) *= sm.decay[s][get<0>(cdH(e))];
+      {  // runs while dv2 is formed below
+        Tensor tA = thr_dh.partition_fragment_A(sQt);
+        Tensor tB = thr_dh.partition_fragment_B(sDot);
+        attn::gemm_ss(mma_dh, tA, tB, tdH);
       }
-      write_end(it, tdH, cdH);  // an item without chunks: dh0 = dht
-      if (m + int64_t(gridDim.x) >= items) break;
-      m += int(gridDim.x);
-      it = stride.after(a, it);
+      // dv2 = dv + fk K dH in place of dv (columns e, e + 1 adjacent; 0 on rows past the end,
+      // whose dv and w may be other tokens'): every load issued before the first store, which the
+      // asm's memory clobber would otherwise keep in order, one round trip each.
+      Tensor tDvs = thr_dv.partition_C(sDv);
+      uint32_t dv_pairs[size(tDv) / 2];
+      float fk[size(tDv) / 2];
+      CUTE_UNROLL
+      for (int e = 0; e < size(tDv); e += 2) {
+        dv_pairs[e / 2] = ld_shared_b32(&tDvs(e));
+        fk[e / 2] = __half2float(sm.fk[s][get<0>(cDv(e))]);
+      }
+      const int valid = it.valid_rows(it.nchunks - 1 - i);
+      CUTE_UNROLL
+      for (int e = 0; e < size(tDv); e += 2) {
+        const auto dv = reinterpret_cast<const cutlass::Array<Element, 2>&>(dv_pairs[e / 2]);
+        const bool live = get<0>(cDv(e)) < valid;
+        const float x0 = live ? float(dv[0]) + fk[e / 2] * tDv(e) : 0.f;
+        const float x1 = live ? float(dv[1]) + fk[e / 2] * tDv(e + 1) : 0.f;
+        st_shared(&tDvs(e), pack2<Element>(x0, x1));
+      }
+      cutlass::arch::fence_view_async_shared();
+      sync();  // dv2 complete
+      {
+        Tensor tA = thr_dh_neg.partition_fragment_A(sWt);
+        Tensor tB = thr_dh_neg.partition_fragment_B(sDv2t);
+        attn::gemm_ss(mma_dh_neg, tA, tB, tdH);
+      }
+      warpgroup_wait<0>();
+      // The other dh buffer held step i - 1's tile: wait until the loader has written it out. The
+      // wait comes before this step's "empty" signal, which lets the loader on to its next "dh
+      // free" arrival: two arrivals can never meet at the barrier without this wait between them.
+      const bool next = i + 1 < n;
+      if (next && i >= 1) ChunkBarriers::sync(DhuBarriers::kDhFree, DhuBarriers::kDhFreeThreads);
+      ChunkBarriers::arrive(DhuBarriers::kEmpty + s, DhuBarriers::kEmptyThreads);  // the loader writes dv2 and dh[j] out
+      if (next) publish(tdH, thr_dh.partition_C(dh_tile(1 - buf)));
     }
-  }
-
-  template <class TH, class CH>
-  CUTE_DEVICE void write_end(const WorkItem& it, const TH& tdH, const CH& cdH) const {
     const EndState end = dhu_end(a, it, kDK, kBV);
     if (end.ptr) {
       CUTE_UNROLL

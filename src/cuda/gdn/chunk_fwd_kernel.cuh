@@ -29,7 +29,6 @@
 #include "src/cuda/gdn/chunk_fwd_state.cuh"
 #include "src/cuda/gdn/chunk_fwd_wu.cuh"
 #include "src/cuda/gdn/chunk_fwd_wy.cuh"
-#include "src/cuda/persistent_grid.cuh"
 #include "src/cuda/smem_optin.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -46,10 +45,11 @@ __global__ void __launch_bounds__(T::kWyThreads, kTPairs ? T::kWyTPairsCtasPerSm
 template <class T, Recurrence kMode>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
   const ChunkFwdArgs& a = p.a;
+  const WorkItem it = recurrence_item(a, blockIdx.x);  // WorkItem(a, blockIdx.x) without the split
   if (threadIdx.x < 128) {
-    LoadWarpgroup<T, kMode>{p, a, p.items, static_cast<int>(threadIdx.x)}.run();
+    if (it.nchunks > 0) LoadWarpgroup<T, kMode>{p, a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
-    StateWarpgroup<T, kMode>{a, p.items, static_cast<int>(threadIdx.x) - 128}.run();
+    StateWarpgroup<T, kMode>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
   }
 }
 
@@ -58,16 +58,17 @@ __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID
 template <class T>
 __global__ void __launch_bounds__(T::kThreadsWu, 1) gdn_chunk_fwd_wu_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
   const ChunkFwdArgs& a = p.a;
+  const WorkItem it(a, blockIdx.x);
   const int wg = static_cast<int>(threadIdx.x) / 128, tid = static_cast<int>(threadIdx.x) % 128;
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kLoadRegsWu>();
-    LoadWarpgroup<T, Recurrence::kOutput, true>{p, a, p.items, tid}.run();
+    if (it.nchunks > 0) LoadWarpgroup<T, Recurrence::kOutput, true>{p, a, it, tid}.run();
   } else if (wg == 1) {
     cutlass::arch::warpgroup_reg_alloc<T::kStateRegsWu>();
-    StateWarpgroup<T, Recurrence::kOutput>{a, p.items, tid}.run();
+    StateWarpgroup<T, Recurrence::kOutput>{a, it, tid}.run();
   } else {
     cutlass::arch::warpgroup_reg_dealloc<T::kWuRegs>();
-    WuWarpgroup<T>{a, p.items, tid}.run();
+    WuWarpgroup<T>{a, it, tid}.run();
   }
 }
 
@@ -121,21 +122,12 @@ cudaError_t launch_wy(const ChunkFwdArgs& a, cudaStream_t stream) {
 }
 
 // One recurrence kernel (gdn_chunk_fwd_kernel<T, mode> with T::kThreads, or gdn_chunk_fwd_wu_kernel<T>
-// with T::kThreadsWu): without the sequence split persistent CTAs (item_walk.cuh), as many as fit
-// on the GPU at once; the split's passes a CTA per item.
+// with T::kThreadsWu), a CTA per item.
 template <auto kKernel, class T>
 cudaError_t launch_recurrence(int threads, const ChunkFwdArgs& a, int64_t items, cudaStream_t stream) {
-  if (items > INT32_MAX) return cudaErrorInvalidValue;
-  cudaError_t ok = ensure_dynamic_smem<kKernel>(T::kSmemBytes);
+  const cudaError_t ok = ensure_dynamic_smem<kKernel>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;
-  int64_t grid = items;
-  if (a.split.pass == SegmentSplit::kNone) {
-    ok = persistent_grid<kKernel>(items, threads, T::kSmemBytes, grid);
-    if (ok != cudaSuccess) return ok;
-  }
-  ChunkFwdParams<T> p = recurrence_params<T>(a);
-  p.items = static_cast<int>(items);
-  kKernel<<<static_cast<unsigned>(grid), threads, T::kSmemBytes, stream>>>(p);
+  kKernel<<<static_cast<unsigned>(items), threads, T::kSmemBytes, stream>>>(recurrence_params<T>(a));
   return cudaGetLastError();
 }
 template <class T, Recurrence kMode>

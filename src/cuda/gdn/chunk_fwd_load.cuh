@@ -19,21 +19,20 @@
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
-#include "src/cuda/gdn/item_walk.cuh"
 #include "src/cuda/gdn/row_tma.cuh"
 
 namespace attnkit::cuda::gdn {
 
-// The state warpgroup's per-row factors of chunk j in stage s (chunk_fwd_traits.cuh, SharedStorage::gate),
+// The state warpgroup's per-row factors of chunk j (chunk_fwd_traits.cuh, SharedStorage::gate),
 // once per row instead of once per element it holds, by the 128 threads of the warpgroup that
 // hands the stage over (the loader; with kWu the w / u warpgroup, whose GEMMs run meanwhile).
 // With the in-op l2norm, the rows' inverse norms go into the factors rather than into the rows:
 // thread r < 64 takes Q's row r (its factors 0 and 2), thread 64 + r K's row r (1 and 3).
 template <class T, Recurrence kMode>
-CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, int tid, int j, int s) {
+CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, int tid, int j) {
   constexpr int kC = T::kC, kDK = T::kDK;
   auto& sm = chunk_smem<typename T::SharedStorage>();
-  const int r = tid % kC;
+  const int s = j % T::kStages, r = tid % kC;
   const bool q_row = tid < kC;
   float norm = 1.f;
   if (a.l2norm && (q_row ? writes_output(kMode) : true)) {
@@ -55,17 +54,14 @@ CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, i
 // and u's this CTA's columns of V (the TMA descriptors point there), for the w / u warpgroup
 // (chunk_fwd_wu.cuh), which gets the stage's rows ("landed"), works out the row factors and hands
 // the stage to the state warpgroup itself ("full"); always TMA.
-// The CTA's items run as one sequence of steps (item_walk.cuh): step g (stage g % kStages) is a
-// chunk of some item, and the loads two steps ahead may be the next item's first chunks.
 template <class T, Recurrence kMode, bool kWu = false>
 struct LoadWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
-  using Cursor = StepCursor<ChunkFwdArgs, false>;
   const ChunkFwdParams<T>& p;
   const ChunkFwdArgs& a;
-  int items;  // the launch's
-  int tid;    // 0..127
+  const WorkItem& it;
+  int tid;  // 0..127
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kLoad, 128); }
 
@@ -75,49 +71,38 @@ struct LoadWarpgroup {
   static constexpr uint32_t kTmaBytes = (writes_output(kMode) ? 3 : 2) * kC * kDK * sizeof(Element) + kUBytes;  // Q (with output), K, w, u
 
   // The sequence split's virtual block (chunk_fwd_split.cuh): u = 0, never loaded; its stages'
-  // u tiles are zeroed once (without output nothing else writes there; the split's launches
-  // give each CTA one item).
-  CUTE_DEVICE bool virtual_block(const WorkItem& it) const {
+  // u tiles are zeroed once (without output nothing else writes there).
+  CUTE_DEVICE bool virtual_block() const {
     if constexpr (kMode == Recurrence::kEnd) return it.vb >= a.v_blocks;
     else return false;
   }
 
-  // The item's TMA boxes (row_tma.cuh; used when a.vec16), worked out once an item: per load they
-  // put ~0.5 us of one thread's index arithmetic between the loader's steps.
-  CUTE_DEVICE auto item_boxes(const WorkItem& it) const {
-    auto& sm = chunk_smem<typename T::SharedStorage>();
-    return cute::make_tuple(rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
-                            rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
-                            rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
-                            rows_boxes<typename T::LayoutRowsBV>(p.tma_u, p.shape_u, it, it.hv, it.vb, sm.stage[0].u.data()));
-  }
-
   template <class Boxes>
-  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, const Cursor& c) {
+  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int j) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
-    const WorkItem& it = c.it;
-    const int s = c.g % T::kStages, j = c.chunk(), valid = c.valid_rows();
+    const int s = j % T::kStages;
     auto& st = sm.stage[s];
+    const int valid = it.valid_rows(j);
     if (kWu || a.vec16) {
       if (tid == 0) {
         constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads first
-        sm.rows_landed[s].arrive_and_expect_tx(virtual_block(it) ? kTmaBytes - kUBytes : kTmaBytes);
+        sm.rows_landed[s].arrive_and_expect_tx(virtual_block() ? kTmaBytes - kUBytes : kTmaBytes);
         if constexpr (writes_output(kMode)) issue_rows_box(p.tma_q, get<0>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_k, get<1>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_w, get<2>(boxes), j, s * kStageElems, bar);
         // u's buffer held the previous chunk's output: its TMA store (store_output) must have read
         // it first; the other three boxes go out before that wait.
         if constexpr (writes_output(kMode)) tma_store_wait<0>();
-        if (!virtual_block(it)) issue_rows_box(p.tma_u, get<3>(boxes), j, s * kStageElems, bar);
+        if (!virtual_block()) issue_rows_box(p.tma_u, get<3>(boxes), j, s * kStageElems, bar);
       }
     } else if constexpr (!kWu) {
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
       if constexpr (writes_output(kMode)) dk.copy(at(st.q.data()), static_cast<const Element*>(a.q.ptr), a.q, it, it.h, j, valid, false);
       dk.copy(at(st.k.data()), static_cast<const Element*>(a.k.ptr), a.k, it, it.h, j, valid, false);
       dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, true);
-      if (!virtual_block(it)) bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
+      if (!virtual_block()) bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
     }
     if (tid < kC) {
       const int r = min(tid, valid - 1);
@@ -125,56 +110,52 @@ struct LoadWarpgroup {
     }
   }
 
-  // Rows of step c's stage at or past the sequence end to zero (this thread's pieces).
-  CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, const Cursor& c) {
-    auto& st = chunk_smem<typename T::SharedStorage>().stage[c.g % T::kStages];
+  // Rows of chunk j's stage at or past the sequence end to zero (this thread's pieces).
+  CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int j) {
+    auto& st = chunk_smem<typename T::SharedStorage>().stage[j % T::kStages];
     auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
-    const int valid = c.valid_rows();
+    const int valid = it.valid_rows(j);
     if constexpr (writes_output(kMode)) dk.zero_from(at(st.q.data()), valid);
     dk.zero_from(at(st.k.data()), valid);
     dk.zero_from(at(st.w.data()), valid);
     bv.zero_from(at(st.u.data()), valid);
   }
 
-  // Once the state warpgroup is done with step c: its output rows, from u's buffer, to o. A
+  // Once the state warpgroup is done with chunk j: its output rows, from u's buffer, to o. A
   // whole chunk with TMA rows goes by one TMA store from thread 0 (load_chunk's TMA into the
   // stage then waits for it to have read the tile); a tail chunk row by row by every thread (a
   // box would write into the next sequence's rows).
-  // What the backward keeps: step c's v_new and, but at its item's last chunk, the next chunk's
-  // start state, which the state warpgroup left in u's and Q's buffers (kStates, the rerun) or in
-  // sm.vnew / sm.h (kOutputAndStates; then, with `kept_free`, "kept free" back to the state
-  // warpgroup). An item's initial state the state warpgroup writes itself.
+  // What the backward keeps (store_kept): the chunk's v_new and the next chunk's start state, which
+  // the state warpgroup left in u's and Q's buffers (kStates, the rerun) or in sm.vnew / sm.h
+  // (kOutputAndStates, then "kept free" back to the state warpgroup).
   // Returns whether this warpgroup's threads read the tile (the generic path): then they must
   // all be done before the stage is refilled.
-  CUTE_DEVICE bool store_output(const Cursor& c, bool kept_free) {
-    const bool next = c.i + 1 < c.it.nchunks;  // the item's next chunk
-    const int s = c.g % T::kStages;
+  CUTE_DEVICE bool store_output(int j) {
+    const int s = j % T::kStages;
     ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
     auto& sm = chunk_smem<typename T::SharedStorage>();
     if constexpr (kMode == Recurrence::kStates) {  // the state warpgroup left v_new and the next start state here
       Tensor sVn = make_tensor(make_smem_ptr(sm.stage[s].u.data()), typename T::LayoutRowsBV{});  // [C, BV]
       Tensor sH = make_tensor(make_smem_ptr(sm.stage[s].q.data()), typename T::LayoutH{});       // [DK, BV]
-      store_vnew<T>(a, c.it, sVn, c.chunk());
-      if (next) store_state<T>(a, c.it, tid, sH, c.chunk() + 1);
+      store_kept<T>(a, it, tid, sVn, sH, j + 1);
       return true;
     }
     if constexpr (!writes_output(kMode)) return false;
-    const bool read_stage = store_o(c);
-    if constexpr (kMode == Recurrence::kOutputAndStates) {  // sm.vnew[g % 2], sm.h: chunk_fwd_state.cuh
-      Tensor sVn = make_tensor(make_smem_ptr(sm.vnew[c.g % 2].data()), typename T::LayoutRowsBV{});  // [C, BV]
-      Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});                   // [DK, BV]
-      store_vnew<T>(a, c.it, sVn, c.chunk());
-      if (next) store_state<T>(a, c.it, tid, sH, c.chunk() + 1);
-      if (kept_free) ChunkBarriers::arrive(ChunkBarriers::kKeptFree, 256);
+    const bool read_stage = store_o(j);
+    if constexpr (kMode == Recurrence::kOutputAndStates) {  // sm.vnew[j % 2], sm.h: chunk_fwd_state.cuh
+      Tensor sVn = make_tensor(make_smem_ptr(sm.vnew[j % 2].data()), typename T::LayoutRowsBV{});  // [C, BV]
+      Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});                 // [DK, BV]
+      store_kept<T>(a, it, tid, sVn, sH, j + 1);
+      if (j + 2 < it.nchunks) ChunkBarriers::arrive(ChunkBarriers::kKeptFree, 256);
     }
     return read_stage;
   }
 
-  // Step c's output rows, from u's buffer, to o (store_output's); whether this thread read them.
-  CUTE_DEVICE bool store_o(const Cursor& c) {
+  // Chunk j's output rows, from u's buffer, to o (store_output's); whether this thread read them.
+  CUTE_DEVICE bool store_o(int j) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
-    const WorkItem& it = c.it;
-    const int s = c.g % T::kStages, j = c.chunk(), valid = c.valid_rows();
+    const int s = j % T::kStages;
+    const int valid = it.valid_rows(j);
     if ((kWu || a.vec16) && a.o_vec16 && valid == kC) {
       if (tid == 0) {
         constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
@@ -190,6 +171,7 @@ struct LoadWarpgroup {
   }
 
   CUTE_DEVICE void run() {
+    const int n = it.nchunks;
     auto& sm = chunk_smem<typename T::SharedStorage>();
     if (tid == 0) {
       CUTE_UNROLL
@@ -199,56 +181,45 @@ struct LoadWarpgroup {
     sync();
     const PiecesDK dk(tid, sm.stage[0].q.data());
     const PiecesBV bv(tid, sm.stage[0].u.data());
-    const Cursor first(a, items);  // one decode of the CTA's first item, copied
-    if (!first.live()) return;     // no item of this CTA has chunks
-    Cursor load = first;           // two steps ahead of `step`
-    if (virtual_block(load.it)) {
+    if (virtual_block()) {
       CUTE_UNROLL
       for (int s = 0; s < T::kStages; ++s) bv.zero_from(cute::cast_smem_ptr_to_uint(sm.stage[s].u.data()), 0);
     }
-    auto boxes = item_boxes(load.it);  // load's item's
-    int boxes_item = load.m;
-    auto load_next = [&] {
-      if (load.m != boxes_item) boxes = item_boxes(load.it), boxes_item = load.m;
-      load_chunk(dk, bv, boxes, load);
-      load.next();
-    };
-    for (int k = 0; k < 2; ++k) {
-      if (load.live()) load_next();
-      cp_async_commit();
-    }
-    Cursor step = first, stored = first;  // stored: one step behind
-    for (; step.live(); step.next()) {
-      const int g = step.g, s = g % T::kStages;
-      cp_async_wait<1>();  // this thread's copies of step g landed (g + 1 may be in flight)
-      if (kWu || a.vec16) sm.rows_landed[s].wait((g / T::kStages) % 2);
+    const auto boxes = cute::make_tuple(  // row_tma.cuh (used when a.vec16)
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_qk, it, it.h, 0, sm.stage[0].q.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
+        rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
+        rows_boxes<typename T::LayoutRowsBV>(p.tma_u, p.shape_u, it, it.hv, it.vb, sm.stage[0].u.data()));
+    load_chunk(dk, bv, boxes, 0);  // n >= 1 here
+    cp_async_commit();
+    if (n > 1) load_chunk(dk, bv, boxes, 1);
+    cp_async_commit();
+    for (int j = 0; j < n; ++j) {
+      const int s = j % T::kStages;
+      cp_async_wait<1>();  // this thread's copies of chunk j landed (j + 1 may be in flight)
+      if (kWu || a.vec16) sm.rows_landed[s].wait((j / T::kStages) % 2);
       sync();              // everyone's: a thread reads rows and gates that others copied
-      if ((kWu || a.vec16) && step.valid_rows() < kC) {  // a sequence's last chunk: the boxes read on past its end
-        zero_rows_past_end(dk, bv, step);
+      if ((kWu || a.vec16) && it.valid_rows(j) < kC) {  // a sequence's last chunk: the boxes read on past its end
+        zero_rows_past_end(dk, bv, j);
         sync();  // chunk_gate_factors (here or on the w / u warpgroup) reads whole rows
       }
       cutlass::arch::fence_view_async_shared();  // the zeroed rows, before the WGMMAs read them
       if constexpr (kWu) {
         ChunkBarriers::arrive(ChunkBarriers::kLanded + s, 256);  // the w / u warpgroup takes it from here
       } else {
-        chunk_gate_factors<T, kMode>(a, step.it, tid, step.chunk(), s);
+        chunk_gate_factors<T, kMode>(a, it, tid, j);
         ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
       }
 
-      // Step g + 2 goes where step g - 1 was, once that step's output is out. "Kept free" after
-      // every step but the CTA's last two (load.g = min(g + 2, the CTA's steps) here).
-      bool read_output = false;
-      if (g >= 1) {
-        read_output = store_output(stored, stored.g + 2 < load.g);
-        stored.next();
-      }
-      if (load.live()) {
-        if (read_output) sync();  // every thread's read of step g - 1's output is done
-        load_next();
+      // Chunk j + 2 goes where chunk j - 1 was, once that chunk's output is out.
+      const bool read_output = j >= 1 && store_output(j - 1);
+      if (j + 2 < n) {
+        if (read_output) sync();  // every thread's read of chunk j - 1's output is done
+        load_chunk(dk, bv, boxes, j + 2);
       }
       cp_async_commit();
     }
-    store_output(stored, false);  // the CTA's last step
+    store_output(n - 1);
     if (tid == 0) tma_store_wait<0>();  // the tile stays readable until the store has read it
   }
 };

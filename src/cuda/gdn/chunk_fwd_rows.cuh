@@ -106,21 +106,19 @@ CUTE_DEVICE void store_chunk_rows(const Src& src, Element* base, const RowTensor
 }
 
 // What the recurrence keeps for the backward (Recurrence::kOutputAndStates / kStates), from
-// 16-bit tiles in shared memory, by the 128 threads of one warpgroup (t = its thread index) in
-// 16-byte pieces, one in registers at a time. T: ChunkFwdTraits.
-// Chunk j's v_new rows (live rows only; sVn [C, BV]) to a.vnew.
-template <class T, class TileVn>
-CUTE_DEVICE void store_vnew(const ChunkFwdArgs& a, const WorkItem& w, const TileVn& sVn, int j) {
-  using Element = typename T::Element;
-  store_chunk_rows<T::kBV>(sVn, static_cast<Element*>(a.vnew.ptr) + w.vb * T::kBV, a.vnew, w, int64_t(j) * T::kC, w.hv,
-                           w.valid_rows(j), true);
-}
-// Chunk j's start state (sH [DK, BV]) to a.states [slots, HV, DK, V] at the sequence's (with the
-// split, the segment's) slot.
-template <class T, class TileH>
-CUTE_DEVICE void store_state(const ChunkFwdArgs& a, const WorkItem& w, int t, const TileH& sH, int j) {
+// 16-bit tiles in shared memory: chunk j - 1's v_new rows (live rows only; sVn [C, BV]) to a.vnew,
+// chunk j's start state (sH [DK, BV]) to a.states [slots, HV, DK, V] at the sequence's (with the
+// split, the segment's) slot. j = 0: no v_new; j = w.nchunks: no state. T: ChunkFwdTraits; called
+// by the 128 threads of one warpgroup (t = its thread index), 16-byte pieces, one in registers at
+// a time.
+template <class T, class TileVn, class TileH>
+CUTE_DEVICE void store_kept(const ChunkFwdArgs& a, const WorkItem& w, int t, const TileVn& sVn, const TileH& sH, int j) {
   using Element = typename T::Element;
   constexpr int kDK = T::kDK, kBV = T::kBV;
+  if (j > 0)
+    store_chunk_rows<kBV>(sVn, static_cast<Element*>(a.vnew.ptr) + w.vb * kBV, a.vnew, w, int64_t(j - 1) * T::kC, w.hv,
+                          w.valid_rows(j - 1), true);
+  if (j == w.nchunks) return;
   constexpr int kUnits = kBV / 8, kStep = 128 / kUnits;
   const int r = t / kUnits, c = (t % kUnits) * 8;
   const int64_t V = int64_t(a.v_blocks) * kBV;

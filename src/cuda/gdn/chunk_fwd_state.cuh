@@ -1,8 +1,7 @@
 // src/cuda/gdn/chunk_fwd_state.cuh — warpgroup 1 of the recurrence kernel: carries the state,
 // transposed, H^T [BV, DK] in fp32 registers (the accumulator of H^T += (D v_new)^T K) through the
 // sequence's chunks, leaves each chunk's output rows in shared memory for the loader and, at the
-// end, writes the final state; for each of the CTA's items in turn (item_walk.cuh), its steps
-// numbered across them as the loader's are.
+// end, writes the final state.
 //
 // Everything on the state's path is transposed so that both of its GEMMs take their left operand
 // from registers (RS): the state never goes through shared memory, and no barrier sits on the
@@ -20,8 +19,7 @@
 // chunk's start state and v_new for the backward (a.states, a.vnew): 16-bit copies in sm.h and
 // sm.vnew, which the loader writes out after the chunk's "empty", off the state's chain; kStates
 // (the backward's rerun) keeps only those, and leaves them in the chunk's stage (Q's and u's
-// buffers, unused without output); without output only the state's own path runs. Each item's
-// initial state this warpgroup writes out itself, at the item's start.
+// buffers, unused without output); without output only the state's own path runs.
 #pragma once
 #include <cutlass/arch/barrier.h>
 
@@ -31,7 +29,6 @@
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
 #include "src/cuda/gdn/chunk_fwd_split.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
-#include "src/cuda/gdn/item_walk.cuh"
 #include "src/cuda/gdn/transposed_fragments.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -41,71 +38,17 @@ struct StateWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
   const ChunkFwdArgs& a;
-  int items;  // the launch's
-  int tid;    // 0..127
+  const WorkItem& it;
+  int tid;  // 0..127
 
   static CUTE_DEVICE void sync() { ChunkBarriers::sync(ChunkBarriers::kState, 128); }
 
-  // An item's initial state (chunk 0's start) for the backward, from sm.h: once, before its
+  // The initial state (chunk 0's start) for the backward, from sm.h (store_kept): once, before the
   // chunks; the loader writes every later kept tile (chunk_fwd_load.cuh store_output).
-  CUTE_DEVICE void keep_initial_state(const WorkItem& it) const {
+  CUTE_DEVICE void keep_initial_state() const {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     Tensor sH = make_tensor(make_smem_ptr(sm.h.data()), typename T::LayoutH{});  // [DK, BV]
-    store_state<T>(a, it, tid, sH, 0);
-  }
-
-  // Item it's start into tH (cH: its coordinates): h0 (or 0), or with the sequence split a
-  // segment's (chunk_fwd_split.cuh), or the split's virtual block's rows of I. The 64 elements'
-  // dtype switches (AnyFloat) only when there is one: taken per element, the presence check made
-  // every CTA jump through the switches' ~10 KB of code on its way in, an instruction-cache miss
-  // at every jump (ncu: ~10% of a varlen batch's recurrence time).
-  template <class TH, class CH>
-  CUTE_DEVICE void load_start(const WorkItem& it, TH& tH, const CH& cH) const {
-    const StateTensor h0 = start_state(a, it, kDK);
-    CUTE_UNROLL
-    for (int i = 0; i < size(tH); ++i) tH(i) = 0.f;
-    if (it.vb >= a.v_blocks) {  // the split's virtual block: rows (vb - v_blocks) * 64 + r of I
-      const int v0 = (it.vb - a.v_blocks) * kBV;
-      CUTE_UNROLL
-      for (int i = 0; i < size(tH); ++i) tH(i) = v0 + get<0>(cH(i)) == get<1>(cH(i)) ? 1.f : 0.f;
-    } else if (h0.data.ptr != nullptr) {
-      const int v0 = it.vb * kBV;
-      CUTE_UNROLL
-      for (int i = 0; i < size(tH); ++i) {
-        const int v = v0 + get<0>(cH(i)), k = get<1>(cH(i));
-        tH(i) = h0.data[it.n * h0.sn + it.hv * h0.sh + k * h0.sk + v * h0.sv];
-      }
-    }
-  }
-
-  // Item it's final state (ht, or the split's end states).
-  template <class TH, class CH>
-  CUTE_DEVICE void write_end(const WorkItem& it, const TH& tH, const CH& cH) const {
-    const EndState end = end_state(a, it, kDK);
-    if (end.ptr) {
-      CUTE_UNROLL
-      for (int i = 0; i < size(tH); ++i) end.ptr[get<1>(cH(i)) * end.sk + get<0>(cH(i)) * end.sv] = tH(i);
-    }
-  }
-
-  // On to the CTA's next item with chunks (m, it), its start in tH: the CTA's first (`first`: it
-  // itself if it has chunks) or the one after it, whose final state tH holds and which is written
-  // first; items without chunks on the way get their start as their final state. False past the
-  // CTA's last item. One call site: each of these is a few hundred instructions (the start's
-  // dtype switch above all), and every inlined copy of them more kernel code.
-  template <class TH, class CH>
-  CUTE_DEVICE bool next_item(int& m, WorkItem& it, TH& tH, const CH& cH, bool first) const {
-    const ItemStride stride(a);  // worked out here: no registers held through the steps
-    for (;; first = false) {
-      if (!first) {
-        write_end(it, tH, cH);
-        if (m + int64_t(gridDim.x) >= items) return false;
-        m += static_cast<int>(gridDim.x);
-        it = stride.after(a, it);
-      }
-      load_start(it, tH, cH);
-      if (it.nchunks > 0) return true;
-    }
+    store_kept<T>(a, it, tid, sH, sH, 0);  // j = 0: no v_new
   }
 
   CUTE_DEVICE void run() {
@@ -129,6 +72,33 @@ struct StateWarpgroup {
     Tensor cH = thr_h.partition_C(make_identity_tensor(Shape<Int<kBV>, Int<kDK>>{}));
     Tensor rH = make_tensor<Element>(attn::acc_as_operand_a_layout(tH.layout()));
     constexpr int kHPairs = decltype(size(tH))::value / 2;
+    // The start: h0 (or 0), or with the sequence split a segment's (chunk_fwd_split.cuh). The
+    // 64 elements' dtype switches (AnyFloat) only when there is one: taken per element, the
+    // presence check made every CTA jump through the switches' ~10 KB of code on its way in, an
+    // instruction-cache miss at every jump (ncu: ~10% of a varlen batch's recurrence time).
+    const StateTensor h0 = start_state(a, it, kDK);
+    CUTE_UNROLL
+    for (int i = 0; i < size(tH); ++i) tH(i) = 0.f;
+    if (it.vb >= a.v_blocks) {  // the split's virtual block: rows (vb - v_blocks) * 64 + r of I
+      const int v0 = (it.vb - a.v_blocks) * kBV;
+      CUTE_UNROLL
+      for (int i = 0; i < size(tH); ++i) tH(i) = v0 + get<0>(cH(i)) == get<1>(cH(i)) ? 1.f : 0.f;
+    } else if (h0.data.ptr != nullptr) {
+      const int v0 = it.vb * kBV;
+      CUTE_UNROLL
+      for (int i = 0; i < size(tH); ++i) {
+        const int v = v0 + get<0>(cH(i)), k = get<1>(cH(i));
+        tH(i) = h0.data[it.n * h0.sn + it.hv * h0.sh + k * h0.sk + v * h0.sv];
+      }
+    }
+    attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);
+    if constexpr (keep) {
+      if (it.nchunks > 0) {
+        store_transposed(as_pairs<kHPairs>(rH), sHt);
+        sync();
+        keep_initial_state();
+      }
+    }
 
     Tensor tV = partition_fragment_C(mma_v, Shape<Int<kBV>, Int<kC>>{});  // fp32 [BV, C]: V'^T, then v_new^T
     Tensor tO = partition_fragment_C(mma_v, Shape<Int<kBV>, Int<kC>>{});  // fp32 [BV, C]: O^T
@@ -138,24 +108,8 @@ struct StateWarpgroup {
     Tensor rVn = make_tensor<Element>(attn::acc_as_operand_a_layout(tV.layout()));  // v_new^T, A of O^T
     Tensor rDv = make_tensor<Element>(attn::acc_as_operand_a_layout(tV.layout()));  // (D v_new)^T, A of H^T
     constexpr int kVPairs = decltype(size(tV))::value / 2;
-    int m = static_cast<int>(blockIdx.x);  // the item (grid.x <= items)
-    WorkItem it = recurrence_item(a, m);
-    for (int g = 0;; ) {  // the CTA's items with chunks; g: the CTA's step
-    if (!next_item(m, it, tH, cH, g == 0)) return;
-    attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);
-    if constexpr (keep) {
-      // sm.h is free: the previous item's last step waited for the loader (below).
-      store_transposed(as_pairs<kHPairs>(rH), sHt);
-      sync();
-      keep_initial_state(it);
-    }
-    // Parked (SharedStorage::walk_item): every thread of the warpgroup stores the same values,
-    // and the steps' barriers order the reads after them. The steps need only the chunk count.
-    const int n = it.nchunks;
-    reinterpret_cast<WorkItem&>(sm.walk_item) = it;
-    sm.walk_m = m;
-    for (int j = 0; j < n; ++j, ++g) {  // step g of the CTA: chunk j of item it
-      const int s = g % T::kStages;
+    for (int j = 0; j < it.nchunks; ++j) {
+      const int s = j % T::kStages;
       auto& st = sm.stage[s];
       Tensor sQ = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutRowsDK{});    // [C, DK]
       Tensor sK = make_tensor(make_smem_ptr(st.k.data()), typename T::LayoutRowsDK{});    // [C, DK]
@@ -202,12 +156,12 @@ struct StateWarpgroup {
       }
       // v_new's copy for the loader to write out once the stage is released: kStates over u^T in the
       // stage (each warp writes exactly the addresses its load_transposed read), kOutputAndStates
-      // (u's buffer takes O) into sm.vnew[g % 2], which the loader read out for step g - 2 before
-      // the "kept free" barrier of step g - 1.
+      // (u's buffer takes O) into sm.vnew[j % 2], which the loader read out for chunk j - 2 before
+      // the "kept free" barrier of chunk j - 1.
       if constexpr (kMode == Recurrence::kStates) {
         store_transposed(as_pairs<kVPairs>(rVn), sUt);
       } else if constexpr (keep) {
-        Tensor sVnt = make_tensor(make_smem_ptr(sm.vnew[g % 2].data()), typename T::LayoutRowsBVt{});  // [BV, C]
+        Tensor sVnt = make_tensor(make_smem_ptr(sm.vnew[j % 2].data()), typename T::LayoutRowsBVt{});  // [BV, C]
         store_transposed(as_pairs<kVPairs>(rVn), sVnt);
       }
       if constexpr (output) {
@@ -248,23 +202,20 @@ struct StateWarpgroup {
         warpgroup_wait<0>();
       }
       attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);  // for the next chunk
-      const bool next = j + 1 < n;
       if constexpr (kMode == Recurrence::kStates) {
         // The next chunk's start state into the stage's Q buffer (no Q without output): the loader
         // writes it out after "empty", so nothing here waits for the stores.
-        if (next) {
+        if (j + 1 < it.nchunks) {
           Tensor sHtStage = make_tensor(make_smem_ptr(st.q.data()), typename T::LayoutHt{});  // [BV, DK]
           store_transposed(as_pairs<kHPairs>(rH), sHtStage);
         }
       } else if constexpr (keep) {
-        // The next start state into sm.h once the loader has written step g - 1's out (a step of
-        // slack: it did so right after that step's "empty"). The wait comes at every step of the
-        // CTA but its first and last, as the loader's arrivals do, and before this step's "empty"
-        // (the loader's next arrival follows that: never two at the barrier at once); at an
-        // item's last step it frees sm.h for the next item's initial state.
-        const bool more = next || steps_after(a, ItemStride(a), items, sm.walk_m, reinterpret_cast<const WorkItem&>(sm.walk_item));
-        if (more && g >= 1) ChunkBarriers::sync(ChunkBarriers::kKeptFree, 256);
-        if (next) store_transposed(as_pairs<kHPairs>(rH), sHt);
+        // The next start state into sm.h once the loader has written chunk j - 1's out (a chunk of
+        // slack: it did so right after that chunk's "empty").
+        if (j + 1 < it.nchunks) {
+          if (j >= 1) ChunkBarriers::sync(ChunkBarriers::kKeptFree, 256);
+          store_transposed(as_pairs<kHPairs>(rH), sHt);
+        }
       }
       if constexpr (output) {
         warpgroup_wait<0>();
@@ -276,8 +227,10 @@ struct StateWarpgroup {
       }
       ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);  // the loader writes O and the kept tiles out
     }
-    it = reinterpret_cast<const WorkItem&>(sm.walk_item);
-    m = sm.walk_m;
+    const EndState end = end_state(a, it, kDK);  // ht, or the split's end states
+    if (end.ptr) {
+      CUTE_UNROLL
+      for (int i = 0; i < size(tH); ++i) end.ptr[get<1>(cH(i)) * end.sk + get<0>(cH(i)) * end.sv] = tH(i);
     }
   }
 };

@@ -55,7 +55,7 @@ struct ChunkFwdTraits {
   // setmaxnreg: loader, state (H^T and its GEMMs), w / u. More than the launch's pool and the
   // state warpgroup's setmaxnreg.inc would wait forever.
   static constexpr int kThreadsWu = 384;
-  static constexpr int kLoadRegsWu = 96, kStateRegsWu = 248, kWuRegs = 160;
+  static constexpr int kLoadRegsWu = 96, kStateRegsWu = 240, kWuRegs = 168;
   static_assert(kLoadRegsWu + kStateRegsWu + kWuRegs <= 3 * 168, "the launch's register pool");
   static constexpr int kWyThreads = 128;
   static constexpr int kWyCtasPerSm = 4;
@@ -107,10 +107,6 @@ struct ChunkFwdTraits {
     // [2] scale n_q and [3] n_k (Aqk^T's columns and rows).
     alignas(8) float gate[kStages][4][kC];
     cutlass::arch::ClusterTransactionBarrier rows_landed[kStages];  // the stage's TMA bytes (a.vec16)
-    // The state warpgroup's item (item_walk.cuh) parked across the item's steps and read back for
-    // the switch to the next, instead of kept in registers, which the steps need.
-    alignas(8) unsigned char walk_item[sizeof(WorkItem)];
-    int walk_m;
   };
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
   // V's tile comes last: the [Tu | Tw] instantiation (chunk_fwd_wu.cuh's WY half) reads no V and
@@ -141,7 +137,6 @@ struct ChunkFwdTraits {
 template <class T>
 struct ChunkFwdParams {
   ChunkFwdArgs a;
-  int items = 0;                         // the launch's work items (item_walk.cuh; grid.x <= items)
   RowsShape shape_qk, shape_w, shape_u;  // (t, d, head, batch) of q / k, w, u
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_u;

@@ -21,7 +21,6 @@
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_load.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
-#include "src/cuda/gdn/item_walk.cuh"
 #include "src/cuda/gdn/transposed_fragments.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -32,8 +31,8 @@ struct WuWarpgroup {
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
   static_assert(2 * kC == kDK, "[Tu | Tw] fill w's [C, DK] buffer");
   const ChunkFwdArgs& a;
-  int items;  // the launch's: the CTA's steps as the loader's (item_walk.cuh)
-  int tid;    // 0..127
+  const WorkItem& it;
+  int tid;  // 0..127
 
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::SharedStorage>();
@@ -44,8 +43,8 @@ struct WuWarpgroup {
     Tensor tW0 = partition_fragment_C(mma, Tile{});  // fp32 [DK / 2, C]: w^T's rows 0..63
     Tensor tW1 = partition_fragment_C(mma, Tile{});  //                     and 64..127
     constexpr int kPairs = decltype(size(tU))::value / 2;
-    for (StepCursor<ChunkFwdArgs, false> c(a, items); c.live(); c.next()) {
-      const int s = c.g % T::kStages;
+    for (int j = 0; j < it.nchunks; ++j) {
+      const int s = j % T::kStages;
       auto& st = sm.stage[s];
       Tensor sTu = make_tensor(make_smem_ptr(st.w.data()), typename T::LayoutCC{});            // [C, C]
       Tensor sTw = make_tensor(make_smem_ptr(st.w.data() + kC * kC), typename T::LayoutCC{});  // [C, C]
@@ -56,7 +55,7 @@ struct WuWarpgroup {
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(sVt), thr.partition_fragment_B(sTu), tU);
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(local_tile(sKt, Tile{}, make_coord(0, 0))), thr.partition_fragment_B(sTw), tW0);
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(local_tile(sKt, Tile{}, make_coord(1, 0))), thr.partition_fragment_B(sTw), tW1);
-      chunk_gate_factors<T, Recurrence::kOutput>(a, c.it, tid, c.chunk(), s);  // while the GEMMs run
+      chunk_gate_factors<T, Recurrence::kOutput>(a, it, tid, j);  // while the GEMMs run
       warpgroup_wait<0>();
       ChunkBarriers::sync(ChunkBarriers::kWu, 128);  // every warp's reads of Tu, Tw, V are done
       auto store = [&](const auto& acc, auto&& tile) {
