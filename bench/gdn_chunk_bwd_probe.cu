@@ -6,7 +6,11 @@
 //   gdn_chunk_bwd_probe B T H [reps [kept]]   K = V = 128, bf16, l2norm, scalar gate, h0, dht;
 //                                             kept: the forward's intermediates handed to the
 //                                             backward (else it reruns the forward's kernels);
-//                                             PROBE_SEGMENTS: num_segments of both (the split)
+//                                             PROBE_SEGMENTS: num_segments of both (the split);
+//                                             PROBE_SEQS=N (B = 1): a packed batch of N sequences
+//                                             of random lengths summing to T (issue 6's varlen
+//                                             case: 1 8192 64 with N = 20; its own draw, not
+//                                             bench_gdn_chunk.py's lengths)
 //   gdn_chunk_bwd_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                             with empty and 1-token sequences, GVA, several items
 //                                             per persistent CTA; rerun and kept; do's rows
@@ -223,9 +227,26 @@ int main(int argc, char** argv) {
   c.H = c.HV = argc > 3 ? std::atoll(argv[3]) : 16;
   const int reps = argc > 4 ? std::atoi(argv[4]) : 20;
   c.kept = argc > 5 && std::string(argv[5]) == "kept";
+  if (const char* seqs = std::getenv("PROBE_SEQS")) {  // N - 1 distinct cut points in 1 .. T - 1
+    const int64_t n = std::atoll(seqs);
+    if (c.B != 1 || n < 1 || n > c.T) {
+      std::fprintf(stderr, "PROBE_SEQS=%lld: needs B = 1 and 1 <= N <= T\n", (long long)n);
+      return 1;
+    }
+    std::vector<int64_t> cuts(c.T - 1);
+    for (int64_t i = 0; i < c.T - 1; ++i) cuts[i] = i + 1;
+    std::shuffle(cuts.begin(), cuts.end(), std::mt19937(1));
+    cuts.resize(n - 1);
+    cuts.push_back(c.T);
+    std::sort(cuts.begin(), cuts.end());
+    int64_t prev = 0;
+    for (int64_t cut : cuts) c.seqlens.push_back(cut - prev), prev = cut;
+  }
   double fwd_ms = 0, host_ms = 0;
   const double ms = run_case(c, reps, "", &fwd_ms, &host_ms);
-  std::printf("B%lld T%lld H%lld K=V=128 bf16 backward%s: %.4f ms (host %.4f ms to issue it), its forward %.4f ms (medians of %d)\n",
-              (long long)c.B, (long long)c.T, (long long)c.H, c.kept ? " (kept intermediates)" : "", ms, host_ms, fwd_ms, reps);
+  std::printf("B%lld T%lld H%lld%s K=V=128 bf16 backward%s: %.4f ms (host %.4f ms to issue it), its forward %.4f ms (medians of %d)\n",
+              (long long)c.B, (long long)c.T, (long long)c.H,
+              c.seqlens.empty() ? "" : (" varlen " + std::to_string(c.seqlens.size()) + " seqs").c_str(),
+              c.kept ? " (kept intermediates)" : "", ms, host_ms, fwd_ms, reps);
   return 0;
 }
