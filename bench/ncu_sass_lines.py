@@ -102,7 +102,7 @@ def main():
     by_file = defaultdict(lambda: [0.0, 0.0])
     mismatches = 0
     for r, (op, where) in zip(body, sass):
-        if not r[c_src].strip().startswith(op.split(".")[0]):
+        if not re.sub(r"^@!?U?P\w+\s+", "", r[c_src].strip()).startswith(op.split(".")[0]):  # ncu prints the predicate
             mismatches += 1
         e = by_line[where]
         e[0] += num(r[c_samples])

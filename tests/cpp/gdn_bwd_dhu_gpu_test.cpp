@@ -19,6 +19,7 @@ struct DhuGpuCase {
   enum Gate { kNone, kScalar, kPerKey } gate = kScalar;
   double g_lo = -0.1, g_hi = 0.0;  // per-token log-decay range (then summed inside each chunk)
   bool dht = true, dh0 = true;
+  DType dht_dtype = DType::kFloat32;  // dht's own dtype (any float type)
   StateLayout layout = StateLayout::kKV;
   int64_t row_pad = 0;  // > 0: rows of q, k, w, dout, dv padded (no 16-byte loads)
   bool gates_log2 = false;  // the GPU op gets g / ln 2 and gates_log2 (the reference: natural log)
@@ -86,6 +87,7 @@ DhuTensors make_inputs(const DhuGpuCase& c, uint32_t seed) {
   if (c.dht) {
     t.dht = HostTensor(DType::kFloat32, {c.N(), c.HV, kv ? c.K : c.V, kv ? c.V : c.K});
     t.dht.randn(rng);
+    if (c.dht_dtype != DType::kFloat32) t.dht = t.dht.to(c.dht_dtype);
   }
   if (!c.seqlens.empty()) {
     std::vector<int64_t> cu = {0};
@@ -285,6 +287,24 @@ TEST_F(GdnBwdDhuGpu, VFirstLayoutNoStatesAndUnalignedRows) {
   c.dht = c.dh0 = false;
   c.row_pad = 4;
   check_dhu(c);
+}
+
+// dht in each float dtype, in both state layouts: the state warpgroup switches on its dtype once
+// for all its elements (token_tensor.cuh, load_any_floats), a path of its own per dtype. The
+// reference reads the same rounded values.
+TEST_F(GdnBwdDhuGpu, FinalStateGradientInEveryDtype) {
+  for (DType sdt : {DType::kBFloat16, DType::kFloat16, DType::kFloat64})
+    for (StateLayout layout : {StateLayout::kKV, StateLayout::kVK})
+      for (int64_t D : {64, 128}) {
+        SCOPED_TRACE("dht dtype=" + std::to_string(int(sdt)) + " layout=" + std::to_string(int(layout)) +
+                     " K=V=" + std::to_string(D));
+        DhuGpuCase c;
+        c.dht_dtype = sdt;
+        c.layout = layout;
+        c.K = c.V = D;
+        c.T = 130;
+        check_dhu(c);
+      }
 }
 
 // Enough (sequence, value head) pairs that the dispatch picks 64-column value blocks.

@@ -555,6 +555,16 @@ TEST_F(GdnChunkGpu, UnalignedRowsAndBf16InitialState) {
   check_chunk(c, {.row_pad = 4, .h0_dtype = DType::kBFloat16});
 }
 
+// h0 in each float dtype, both head dims: the state warpgroup switches on its dtype once for all
+// its elements (token_tensor.cuh, load_any_floats), a path of its own per dtype.
+TEST_F(GdnChunkGpu, InitialStateInEveryDtype) {
+  for (DType sdt : {DType::kBFloat16, DType::kFloat16, DType::kFloat64})
+    for (int64_t D : {64, 128}) {
+      SCOPED_TRACE("h0 dtype=" + std::to_string(int(sdt)) + " D=" + std::to_string(D));
+      check_chunk(chunk_case(DType::kBFloat16, D, 130), {.h0_dtype = sdt});
+    }
+}
+
 // The sequence split (chunk_fwd_split.cuh) forced on: segments from 2 to one a chunk (the
 // stitch runs from 3 on), a tail chunk in the last segment or none, both head dims and dtypes,
 // GVA with two sequences, h0 absent / fp32 / bf16, both layouts, the fused gate and logit beta,

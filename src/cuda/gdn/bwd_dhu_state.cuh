@@ -52,8 +52,9 @@ struct DhuStateWarpgroup {
     Tensor tdH = partition_fragment_C(mma_dh, Shape<Int<kDK>, Int<kBV>>{});
     Tensor cdH = thr_dh.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
     const int v0 = it.vb * kBV;
-    // The elements' dtype switches (AnyFloat) only when there is a start (chunk_fwd_state.cuh's h0:
-    // a presence check per element walks every CTA through all the switches' code).
+    // The start's dtype switched on once for its 64 elements (load_any_floats), and only when there
+    // is one (chunk_fwd_state.cuh's h0: a presence check per element walks every CTA through all
+    // the switches' code).
     const StateTensor start = dhu_start(a, it, kDK, a.v_blocks * kBV);
     const bool has_start = start.data.ptr != nullptr;
     CUTE_UNROLL
@@ -63,11 +64,13 @@ struct DhuStateWarpgroup {
       CUTE_UNROLL
       for (int i = 0; i < size(tdH); ++i) tdH(i) = get<0>(cdH(i)) == c0 + get<1>(cdH(i)) ? 1.f : 0.f;
     } else if (has_start) {
-      CUTE_UNROLL
-      for (int i = 0; i < size(tdH); ++i) {
-        const int k = get<0>(cdH(i)), v = v0 + get<1>(cdH(i));
-        tdH(i) = start.data[it.n * start.sn + it.hv * start.sh + k * start.sk + v * start.sv];
-      }
+      float start_values[decltype(size(tdH))::value];
+      load_any_floats<decltype(size(tdH))::value>(
+          start.data, it.n * start.sn + it.hv * start.sh,
+          [&](int i) { return get<0>(cdH(i)) * start.sk + (v0 + get<1>(cdH(i))) * start.sv; },
+          [&](int i, float x) { start_values[i] = x; });
+      CUTE_UNROLL  // into the accumulator past the switch's join: written on its four paths, ptxas
+      for (int i = 0; i < size(tdH); ++i) tdH(i) = start_values[i];  // serialised every WGMMA (C7514)
     }
     const int n = it.nchunks;
     auto dh_tile = [&](int buf) { return make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDh{}); };

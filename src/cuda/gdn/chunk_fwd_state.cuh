@@ -72,10 +72,12 @@ struct StateWarpgroup {
     Tensor cH = thr_h.partition_C(make_identity_tensor(Shape<Int<kBV>, Int<kDK>>{}));
     Tensor rH = make_tensor<Element>(attn::acc_as_operand_a_layout(tH.layout()));
     constexpr int kHPairs = decltype(size(tH))::value / 2;
-    // The start: h0 (or 0), or with the sequence split a segment's (chunk_fwd_split.cuh). The
-    // 64 elements' dtype switches (AnyFloat) only when there is one: taken per element, the
-    // presence check made every CTA jump through the switches' ~10 KB of code on its way in, an
-    // instruction-cache miss at every jump (ncu: ~10% of a varlen batch's recurrence time).
+    // The start: h0 (or 0), or with the sequence split a segment's (chunk_fwd_split.cuh). Its dtype
+    // switched on once for the 64 elements (load_any_floats), and only when there is one: a
+    // presence check per element made every CTA jump through the switches' ~10 KB of code on its
+    // way in, an instruction-cache miss at every jump (ncu: ~10% of a varlen batch's recurrence
+    // time), and the switch per element put ~1.4k instructions and ~250 branches on the state
+    // warpgroup's path before its first GEMM.
     const StateTensor h0 = start_state(a, it, kDK);
     CUTE_UNROLL
     for (int i = 0; i < size(tH); ++i) tH(i) = 0.f;
@@ -85,11 +87,13 @@ struct StateWarpgroup {
       for (int i = 0; i < size(tH); ++i) tH(i) = v0 + get<0>(cH(i)) == get<1>(cH(i)) ? 1.f : 0.f;
     } else if (h0.data.ptr != nullptr) {
       const int v0 = it.vb * kBV;
-      CUTE_UNROLL
-      for (int i = 0; i < size(tH); ++i) {
-        const int v = v0 + get<0>(cH(i)), k = get<1>(cH(i));
-        tH(i) = h0.data[it.n * h0.sn + it.hv * h0.sh + k * h0.sk + v * h0.sv];
-      }
+      float start_values[decltype(size(tH))::value];
+      load_any_floats<decltype(size(tH))::value>(
+          h0.data, it.n * h0.sn + it.hv * h0.sh,
+          [&](int i) { return get<1>(cH(i)) * h0.sk + (v0 + get<0>(cH(i))) * h0.sv; },
+          [&](int i, float x) { start_values[i] = x; });
+      CUTE_UNROLL  // into the accumulator past the switch's join: written on its four paths, ptxas
+      for (int i = 0; i < size(tH); ++i) tH(i) = start_values[i];  // serialised every WGMMA (C7514)
     }
     attn::convert_into(make_tensor(tH.data(), rH.layout()), rH);
     if constexpr (keep) {

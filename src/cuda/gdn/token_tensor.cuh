@@ -31,6 +31,41 @@ struct AnyFloat {
   }
 };
 
+// kN elements x[base + offset(i)], i = 0 .. kN - 1, each handed to set(i, value): the dtype
+// switched on once for all of them, so that the loads are plain and all in flight together. Taken
+// per element (AnyFloat's operator[]), the switch put ~16 instructions and four branches on every
+// load: ~1.5k instructions of a state warpgroup's 64-element start (h0, dht) before its first GEMM,
+// paid once a CTA, on the chain (docs/perf/gdn_bwd_dhu.md, the varlen case). Same values as
+// operator[].
+template <int kN, class Offset, class Set>
+__device__ __forceinline__ void load_any_floats(const AnyFloat& x, int64_t base, Offset&& offset, Set&& set) {
+  switch (x.dtype) {
+    case DType::kBFloat16: {
+      const auto* p = static_cast<const unsigned short*>(x.ptr) + base;
+#pragma unroll
+      for (int i = 0; i < kN; ++i) set(i, __uint_as_float(static_cast<unsigned>(p[offset(i)]) << 16));
+      break;
+    }
+    case DType::kFloat16: {
+      const __half* p = static_cast<const __half*>(x.ptr) + base;
+#pragma unroll
+      for (int i = 0; i < kN; ++i) set(i, __half2float(p[offset(i)]));
+      break;
+    }
+    case DType::kFloat64: {
+      const double* p = static_cast<const double*>(x.ptr) + base;
+#pragma unroll
+      for (int i = 0; i < kN; ++i) set(i, static_cast<float>(p[offset(i)]));
+      break;
+    }
+    default: {
+      const float* p = static_cast<const float*>(x.ptr) + base;
+#pragma unroll
+      for (int i = 0; i < kN; ++i) set(i, p[offset(i)]);
+    }
+  }
+}
+
 // A [B, T, heads, F] tensor (or [B, T, heads] with F = 1): strides of (b, t, head).
 struct TokenTensor {
   AnyFloat data;
