@@ -20,6 +20,7 @@ struct DhuGpuCase {
   double g_lo = -0.1, g_hi = 0.0;  // per-token log-decay range (then summed inside each chunk)
   bool dht = true, dh0 = true;
   DType dht_dtype = DType::kFloat32;  // dht's own dtype (any float type)
+  int64_t state_pad = 0;  // > 0: rows of dht and dh0 padded (4: still 16-byte aligned; else not)
   StateLayout layout = StateLayout::kKV;
   int64_t row_pad = 0;  // > 0: rows of q, k, w, dout, dv padded (no 16-byte loads)
   bool gates_log2 = false;  // the GPU op gets g / ln 2 and gates_log2 (the reference: natural log)
@@ -172,6 +173,10 @@ void run_dhu(const DhuGpuCase& c, const DhuTensors& t, DhuOutputs& out) {
   if (c.row_pad)
     for (HostTensor* x : {&tp.q, &tp.k, &tp.w, &tp.dout, &tp.dv}) *x = padded_rows(*x, c.row_pad);
   out = make_outputs(c, c.dt);
+  if (c.state_pad) {
+    if (tp.dht.view.defined()) tp.dht = padded_rows(tp.dht, c.state_pad);
+    if (out.dh0.view.defined()) out.dh0 = padded_rows(out.dh0, c.state_pad);
+  }
   if (c.gates_log2)
     for (int64_t i = 0; i < tp.g.numel(); ++i) tp.g.set(i, t.g.get(i) / std::log(2.0));
   DeviceDhu dev(tp, out);
@@ -287,6 +292,24 @@ TEST_F(GdnBwdDhuGpu, VFirstLayoutNoStatesAndUnalignedRows) {
   c.dht = c.dh0 = false;
   c.row_pad = 4;
   check_dhu(c);
+}
+
+// fp32 dht and dh0 go by 16-byte pieces of their rows where the rows allow (bwd_dhu_ends.cuh),
+// element-wise where not: rows padded by 4 (still aligned, a row stride past V) and by 1 (not
+// aligned), at value blocks wide enough for the pieces (64 columns here), beside unpadded rows.
+TEST_F(GdnBwdDhuGpu, StateRowsAlignedOrNot) {
+  for (int64_t D : {64, 128})
+    for (int64_t pad : {0, 4, 1}) {
+      SCOPED_TRACE("K=V=" + std::to_string(D) + " state rows padded by " + std::to_string(pad));
+      DhuGpuCase c;
+      c.B = 3;
+      c.T = 130;
+      c.H = 8;
+      c.HV = 32;
+      c.K = c.V = D;
+      c.state_pad = pad;
+      check_dhu(c);
+    }
 }
 
 // dht in each float dtype, in both state layouts: the state warpgroup switches on its dtype once

@@ -16,6 +16,7 @@
 
 #include "src/cuda/attention/mma.cuh"
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
+#include "src/cuda/gdn/bwd_dhu_ends.cuh"
 #include "src/cuda/gdn/bwd_dhu_split.cuh"
 #include "src/cuda/gdn/bwd_dhu_traits.cuh"
 
@@ -39,6 +40,15 @@ struct DhuStateWarpgroup {
     cutlass::arch::fence_view_async_shared();
   }
 
+  // The ends' tiles: the start's in the two dh buffers (free until the first publish), the end's
+  // in stage 0's Q, K, w rows (free once the last GEMM has completed: the loader's last stores
+  // read dv2 and dh only). Each array is whole KB (array_aligned<.., 1024>): no gaps between them.
+  static constexpr int kTileBytes = kDK * kBV * 4;
+  static_assert(kTileBytes <= 2 * kDK * kBV * sizeof(Element) && kDK * kBV * sizeof(Element) % 1024 == 0,
+                "the start's tile within dh[0], dh[1]");
+  static_assert(kTileBytes <= 3 * kC * kDK * sizeof(Element) && kC * kDK * sizeof(Element) % 1024 == 0,
+                "the end's tile within stage 0's q, k, w");
+
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     typename T::MmaDv mma_dv;
@@ -52,24 +62,32 @@ struct DhuStateWarpgroup {
     Tensor tdH = partition_fragment_C(mma_dh, Shape<Int<kDK>, Int<kBV>>{});
     Tensor cdH = thr_dh.partition_C(make_identity_tensor(Shape<Int<kDK>, Int<kBV>>{}));
     const int v0 = it.vb * kBV;
-    // The start's dtype switched on once for its 64 elements (load_any_floats), and only when there
-    // is one (chunk_fwd_state.cuh's h0: a presence check per element walks every CTA through all
-    // the switches' code).
+    // The start: fp32 rows by 16-byte pieces through shared memory (bwd_dhu_ends.cuh), else its
+    // dtype switched on once for the fragment's elements (load_any_floats); only when there is one
+    // (chunk_fwd_state.cuh's h0: a presence check per element walks every CTA through all the
+    // switches' code).
     const StateTensor start = dhu_start(a, it, kDK, a.v_blocks * kBV);
-    const bool has_start = start.data.ptr != nullptr;
     CUTE_UNROLL
     for (int i = 0; i < size(tdH); ++i) tdH(i) = 0.f;
     if (dhu_virtual(a, it)) {
       const int c0 = (it.vb - a.v_blocks) * kBV;  // column c0 + v of I
       CUTE_UNROLL
       for (int i = 0; i < size(tdH); ++i) tdH(i) = get<0>(cdH(i)) == c0 + get<1>(cdH(i)) ? 1.f : 0.f;
-    } else if (has_start) {
+    } else if (start.data.ptr != nullptr) {
+      const int64_t base = it.n * start.sn + it.hv * start.sh;
+      const float* first = static_cast<const float*>(start.data.ptr) + base + v0;
       float start_values[decltype(size(tdH))::value];
-      load_any_floats<decltype(size(tdH))::value>(
-          start.data, it.n * start.sn + it.hv * start.sh,
-          [&](int i) { return get<0>(cdH(i)) * start.sk + (v0 + get<1>(cdH(i))) * start.sv; },
-          [&](int i, float x) { start_values[i] = x; });
-      CUTE_UNROLL  // into the accumulator past the switch's join: written on its four paths, ptxas
+      auto set = [&](int i, float x) { start_values[i] = x; };
+      if (kBV >= 32 && start.data.dtype == DType::kFloat32 && rows_in_pieces(first, start.sk, start.sv)) {
+        if constexpr (kBV >= 32)
+          load_by_rows(first, start.sk, cdH, set, DhTile<kDK, kBV>{reinterpret_cast<float*>(sm.dh[0].data())}, tid,
+                       [] { sync(); });
+      } else {
+        load_any_floats<decltype(size(tdH))::value>(
+            start.data, base, [&](int i) { return get<0>(cdH(i)) * start.sk + (v0 + get<1>(cdH(i))) * start.sv; },
+            set);
+      }
+      CUTE_UNROLL  // into the accumulator past the paths' join: written on each of them, ptxas
       for (int i = 0; i < size(tdH); ++i) tdH(i) = start_values[i];  // serialised every WGMMA (C7514)
     }
     const int n = it.nchunks;
@@ -142,7 +160,11 @@ struct DhuStateWarpgroup {
       if (next) publish(tdH, thr_dh.partition_C(dh_tile(1 - buf)));
     }
     const EndState end = dhu_end(a, it, kDK, kBV);
-    if (end.ptr) {
+    if (kBV >= 32 && end.ptr && rows_in_pieces(end.ptr, end.sk, end.sv)) {  // in 16-byte pieces (bwd_dhu_ends.cuh)
+      if constexpr (kBV >= 32)
+        store_by_rows(end.ptr, end.sk, tdH, cdH, DhTile<kDK, kBV>{reinterpret_cast<float*>(sm.stage[0].q.data())}, tid,
+                      [] { sync(); });
+    } else if (end.ptr) {
       CUTE_UNROLL
       for (int i = 0; i < size(tdH); ++i) end.ptr[get<0>(cdH(i)) * end.sk + get<1>(cdH(i)) * end.sv] = tdH(i);
     }
