@@ -12,7 +12,6 @@
 #include <cstdint>
 
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
-#include "src/cuda/gdn/chunk_fwd_split.cuh"
 
 namespace attnkit::cuda::gdn {
 
