@@ -504,7 +504,7 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 1)
   }
   for (int phase = 0; item < items; phase ^= 1) {
     const int64_t next_item = live_from(item + gridDim.x, next);
-    const WorkItem it(a, cur.slot.n, cur.hv, 0);
+    const WorkItem it = cur.work(a);
     ChunkBwd<E, kD>{a, it, cur.slot.j, it.valid_rows(cur.slot.j), vec}.gradients(p, phase, next_item < items, next, row_values);
     item = next_item;
     cur = next;

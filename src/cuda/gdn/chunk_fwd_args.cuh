@@ -95,8 +95,12 @@ struct WorkItem {
   __device__ WorkItem(const Args& a, int item)
       : WorkItem(a, item / a.v_blocks / a.HV, (item / a.v_blocks) % a.HV, item % a.v_blocks) {}
   template <class Args>
-  __device__ WorkItem(const Args& a, int n_, int hv_, int vb_) : n(n_), hv(hv_), vb(vb_) {
-    h = static_cast<int>(qk_head_of(hv, a.HV, a.H));
+  __device__ WorkItem(const Args& a, int n_, int hv_, int vb_)
+      : WorkItem(a, n_, hv_, vb_, static_cast<int>(qk_head_of(hv_, a.HV, a.H))) {}
+  // With the value head's qk head h_ worked out by the caller (the gradient kernel's, without a
+  // division where HV == H).
+  template <class Args>
+  __device__ WorkItem(const Args& a, int n_, int hv_, int vb_, int h_) : n(n_), hv(hv_), h(h_), vb(vb_) {
     if (a.cu_seqlens) {
       b = 0;
       t0 = a.cu_seqlens[n];
