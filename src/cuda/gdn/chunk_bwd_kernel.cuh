@@ -490,7 +490,7 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 1)
   // The first live item at or after i (stepping by the grid) into bi; items when there is none.
   auto live_from = [&](int64_t i, BwdItem& bi) {
     for (; i < items; i += gridDim.x) {
-      bi = BwdItem(a, i);
+      bi = p.fast_items ? BwdItem(a, static_cast<int>(i), p.by_heads, p.by_seq_chunks) : BwdItem(a, i);
       if (bi.slot.live) break;
     }
     return i;

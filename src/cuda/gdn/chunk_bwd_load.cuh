@@ -6,6 +6,7 @@
 // element), and the next item's groups go out while the current one computes.
 #pragma once
 #include <cutlass/arch/barrier.h>
+#include <cutlass/fast_math.h>
 
 #include <type_traits>
 
@@ -141,6 +142,11 @@ struct ChunkBwdParams {
   RowsTma<E, RowsLayout> tma_q, tma_k, tma_v, tma_do, tma_vn, tma_dv2;
   RowsTma<E, SquareLayout> tma_t;
   RowsTma<E, StateLayout> tma_h, tma_dh;
+  // Items below 2^31 (fast_items): an item's value head and slot, and a dense slot's sequence
+  // and chunk, by precomputed divisors (HV; chunks a sequence, at least 1) instead of two 64-bit
+  // division sequences per item in every thread (BwdItem).
+  bool fast_items = false;
+  cutlass::FastDivmod by_heads, by_seq_chunks;
 };
 
 // Chunk j's rows of one head into the tile at `tile`, completing on `bar` (one thread).
@@ -168,6 +174,18 @@ struct BwdItem {
   int hv = 0;
   BwdItem() = default;
   __device__ BwdItem(const ChunkBwdArgs& a, int64_t item) : slot(a, item / a.HV), hv(static_cast<int>(item % a.HV)) {}
+  // The same for item < 2^31 by ChunkBwdParams' divisors (varlen slots still by bisection).
+  __device__ BwdItem(const ChunkBwdArgs& a, int item, const cutlass::FastDivmod& by_heads,
+                     const cutlass::FastDivmod& by_seq_chunks) {
+    int s;
+    by_heads(s, hv, item);
+    if (a.cu_seqlens) {
+      slot = ChunkSlot(a, int64_t(s));
+    } else {
+      by_seq_chunks(slot.n, slot.j, s);
+      slot.live = slot.n < a.num_seqs;
+    }
+  }
   // Its WorkItem (built three times an item: the early and late loads, the gradients). Without
   // GVA the qk head is the value head: WorkItem's 64-bit qk_head_of division, at every item of
   // every warp, was 5.7% of the kernel's stall samples at B4 (ncu, forty-third session).
