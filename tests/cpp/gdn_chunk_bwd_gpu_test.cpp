@@ -34,7 +34,10 @@ struct DeviceBackward {
   GdnBwdParams p;
   std::unique_ptr<DeviceScratch> ws, kept, fwd_ws;
   std::unique_ptr<DeviceTensor> out;
-  DeviceBackward(const GdnCase& c, const GdnData& d, const Cotangents& ct) : dev(d), ct_dev(ct), host(make_grads(d)), dev_grads(host) {
+  // grad_pad > 0: the dq, dk, dv outputs' rows padded too (not 16-byte aligned: the gradient
+  // kernel's 4-byte stores instead of its 16-byte pieces).
+  DeviceBackward(const GdnCase& c, const GdnData& d, const Cotangents& ct, int64_t grad_pad = 0)
+      : dev(d), ct_dev(ct), host(padded_grads(make_grads(d), grad_pad)), dev_grads(host) {
     for (auto [s, t] : {std::pair{&d.q, &dev.q}, std::pair{&d.k, &dev.k}, std::pair{&d.v, &dev.v}, std::pair{&d.beta, &dev.beta},
                         std::pair{&d.g, &dev.g}, std::pair{&d.gk, &dev.gk}, std::pair{&d.A_log, &dev.A_log},
                         std::pair{&d.dt_bias, &dev.dt_bias}, std::pair{&d.h0, &dev.h0}, std::pair{&d.cu, &dev.cu}})
@@ -46,6 +49,14 @@ struct DeviceBackward {
     p = gdn_bwd_params(c, dev, ct_dev, dev_grads);
     ws = std::make_unique<DeviceScratch>(gdn_backward_workspace_size(p));
     p.workspace = ws->workspace();
+  }
+  static GdnGrads padded_grads(GdnGrads g, int64_t pad) {
+    if (pad) {
+      g.dq = padded_rows(g.dq, pad);
+      g.dk = padded_rows(g.dk, pad);
+      g.dv = padded_rows(g.dv, pad);
+    }
+    return g;
   }
   static std::vector<std::pair<HostTensor*, HostTensor*>> grad_pairs(GdnGrads& a, GdnGrads& b) {
     return {{&a.dq, &b.dq}, {&a.dk, &b.dk}, {&a.dv, &b.dv}, {&a.dbeta, &b.dbeta}, {&a.dg, &b.dg},
@@ -80,7 +91,9 @@ struct DeviceBackward {
   }
 };
 
-// row_pad > 0: q, k, v rows padded (not 16-byte aligned: every kernel's element-copy path).
+// row_pad > 0: q, k, v rows padded (not 16-byte aligned: every kernel's element-copy path), and
+// for an even pad the dq, dk, dv outputs' rows alike (4-byte aligned, the least the CUDA backward
+// takes for them: its 4-byte pair stores instead of the 16-byte pieces).
 // kept: the backward reads the forward's intermediates. segments: GdnFwdParams / GdnBwdParams::
 // num_segments, the forward's sequence split (0 automatic). Returns the GPU gradients.
 GdnGrads check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 0, bool kept = false, int segments = 0) {
@@ -96,7 +109,7 @@ GdnGrads check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 
   const Cotangents ct64{ct.W.to(DType::kFloat64), ct.W2.to(DType::kFloat64)};
   const GdnGrads ref = run_backward(c64, d64, ct64);
 
-  DeviceBackward gpu(c, d, ct);
+  DeviceBackward gpu(c, d, ct, row_pad % 2 == 0 ? row_pad : 0);
   if (segments) {
     gpu.p.num_segments = segments;
     gpu.ws = std::make_unique<DeviceScratch>(gdn_backward_workspace_size(gpu.p));
@@ -218,7 +231,7 @@ TEST_F(GdnChunkBwdGpu, SeveralItemsPerCta) {
 TEST_F(GdnChunkBwdGpu, UnalignedRows) {
   GdnCase c = bwd_case(DType::kFloat16, 64, 100);
   c.l2norm = true;
-  check_backward(c, 43, 4);  // rows 8-byte aligned
+  check_backward(c, 43, 4);  // rows 8-byte aligned (the outputs' too)
   c = bwd_case(DType::kBFloat16, 128, 70);
   c.l2norm = true;
   c.H = c.HV;

@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "attnkit/semantics/numerics.hpp"
+#include "src/cuda/attention/fragment.cuh"
 #include "src/cuda/gdn/chunk_bwd_load.cuh"
 
 namespace attnkit::cuda::gdn {
@@ -74,8 +75,11 @@ struct ChunkBwd {
       for (int t = 0; t < kD / 16; ++t) *reinterpret_cast<float2*>(out + 8 * t) = make_float2(acc(4 * t + 2 * h), acc(4 * t + 2 * h + 1));
     }
   }
-  // acc's live rows -> 16-bit [B, T, heads, D] of `head` (dv, dv_local, dq, dk).
+  // acc's live rows -> 16-bit [B, T, heads, D] of `head` (dv, dv_local, dq, dk). Where x's rows
+  // are 16-byte aligned, by 16-byte pieces (store_16_pieces).
   __device__ void store_16(const RowAcc& acc, const RowTensor& x, int head) const {
+    const uint64_t bytes = uint64_t(x.sb | x.st | x.sh) * sizeof(E);
+    if ((reinterpret_cast<uintptr_t>(x.ptr) | bytes) % 16 == 0) return store_16_pieces(acc, x, head);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (row(2 * h) >= valid) continue;
@@ -83,6 +87,34 @@ struct ChunkBwd {
 #pragma unroll
       for (int t = 0; t < kD / 16; ++t)
         *reinterpret_cast<uint32_t*>(out + 8 * t) = pack2<E>(acc(4 * t + 2 * h), acc(4 * t + 2 * h + 1));
+    }
+  }
+
+  // The same by 16-byte pieces. In a row, lane q of a quad holds the pair at columns 8t + 2q of
+  // every 8-column group t of the warpgroup's half; a quad transpose per run of four groups gives
+  // lane q group 4g + q whole (one 16-byte store for four 4-byte ones). Why: ncu at B4 put ~9% of
+  // the kernel's stall samples on the 4-byte stores (LSU throttle) and on the next row address
+  // waiting for their source registers; each 32-byte sector was written by two half stores. Every
+  // row is transposed before the first store (a store holds its source registers until read).
+  __device__ void store_16_pieces(const RowAcc& acc, const RowTensor& x, int head) const {
+    constexpr int kRuns = kD / 64;  // runs of four 8-column groups in a half row (kD / 2 columns)
+    uint32_t m[2][kRuns][4];        // [row half h][run g][lane q's group 4g + q, by pairs]
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int g = 0; g < kRuns; ++g) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) m[h][g][c] = pack2<E>(acc(4 * (4 * g + c) + 2 * h), acc(4 * (4 * g + c) + 2 * h + 1));
+        attn::quad_transpose(m[h][g]);
+      }
+    const int q = threadIdx.x % 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (row(2 * h) >= valid) continue;
+      E* half_row = static_cast<E*>(x.ptr) + it.row(x, t0() + row(2 * h), head) + col(0) - 2 * q;
+#pragma unroll
+      for (int g = 0; g < kRuns; ++g)
+        *reinterpret_cast<uint4*>(half_row + 8 * (4 * g + q)) = make_uint4(m[h][g][0], m[h][g][1], m[h][g][2], m[h][g][3]);
     }
   }
 
