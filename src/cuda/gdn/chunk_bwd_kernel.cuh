@@ -75,7 +75,7 @@ struct ChunkBwd {
       for (int t = 0; t < kD / 16; ++t) *reinterpret_cast<float2*>(out + 8 * t) = make_float2(acc(4 * t + 2 * h), acc(4 * t + 2 * h + 1));
     }
   }
-  // acc's live rows -> 16-bit [B, T, heads, D] of `head` (dv, dv_local, dq, dk). Where x's rows
+  // acc's live rows -> 16-bit [B, T, heads, D] of `head` (dv, dq, dk). Where x's rows
   // are 16-byte aligned, by 16-byte pieces (store_16_pieces).
   __device__ void store_16(const RowAcc& acc, const RowTensor& x, int head) const {
     const uint64_t bytes = uint64_t(x.sb | x.st | x.sh) * sizeof(E);

@@ -35,7 +35,7 @@ cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_l
     p.a = a;
     // TMA where every row is 16-byte aligned and the state tensor's rows fit its 32-bit coordinates.
     p.tma = a.vec16 && slots * a.HV * kD <= INT32_MAX && a.tokens <= INT32_MAX;
-    p.fast_items = items + ctas <= INT32_MAX;  // the walk's last step stays below 2^31
+    p.fast_items = items + ctas <= INT32_MAX;  // every item index below 2^31, with a grid's step to spare
     p.by_heads = cutlass::FastDivmod(a.HV);
     p.by_seq_chunks = cutlass::FastDivmod(static_cast<int>(std::clamp<int64_t>((a.tokens + 63) / 64, 1, INT32_MAX)));
     if (p.tma) make_chunk_bwd_tmas(p, slots);
