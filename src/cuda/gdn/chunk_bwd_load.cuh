@@ -179,12 +179,7 @@ struct BwdItem {
                      const cutlass::FastDivmod& by_seq_chunks) {
     int s;
     by_heads(s, hv, item);
-    if (a.cu_seqlens) {
-      slot = ChunkSlot(a, int64_t(s));
-    } else {
-      by_seq_chunks(slot.n, slot.j, s);
-      slot.live = slot.n < a.num_seqs;
-    }
+    slot = ChunkSlot(a, s, by_seq_chunks);
   }
   // Its WorkItem (built three times an item: the early and late loads, the gradients). Without
   // GVA the qk head is the value head: WorkItem's 64-bit qk_head_of division, at every item of

@@ -162,6 +162,17 @@ struct ChunkSlot {
     live = jj * 64 < len;
     j = static_cast<int>(jj);
   }
+  // The same for slot < 2^31, a dense batch's (n, j) by a precomputed divisor of the chunks a
+  // sequence (a cutlass::FastDivmod: a multiply-high and a shift, not a division sequence).
+  template <class Args, class Divmod>
+  __device__ ChunkSlot(const Args& a, int slot, const Divmod& by_seq_chunks) {
+    if (a.cu_seqlens) {
+      *this = ChunkSlot(a, int64_t(slot));
+      return;
+    }
+    by_seq_chunks(n, j, slot);
+    live = n < a.num_seqs;
+  }
 };
 
 }  // namespace attnkit::cuda::gdn
