@@ -195,6 +195,19 @@ TEST_F(GdnChunkBwdGpu, InOpOptionsAndVFirstLayout) {
   check_backward(c);
 }
 
+// beta in another dtype than q's (fp32, as callers of FLA often pass it; fp64): the gradient
+// kernel holds beta's raw bits an item ahead and converts them where it uses them.
+TEST_F(GdnChunkBwdGpu, BetaInOtherDtypes) {
+  for (DType beta_dt : {DType::kFloat32, DType::kFloat64}) {
+    SCOPED_TRACE("beta dtype=" + std::to_string(int(beta_dt)));
+    GdnCase c = bwd_case(DType::kBFloat16, 128, 200);
+    c.H = c.HV;
+    c.beta_dt = beta_dt;
+    c.beta_logit = beta_dt == DType::kFloat32;
+    check_backward(c);
+  }
+}
+
 TEST_F(GdnChunkBwdGpu, VarlenWithShortAndEmptySequencesAndGva) {
   for (auto [H, HV] : {std::pair{2, 2}, std::pair{2, 4}, std::pair{1, 4}}) {
     SCOPED_TRACE("H=" + std::to_string(H) + " HV=" + std::to_string(HV));

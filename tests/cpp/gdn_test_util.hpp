@@ -2,6 +2,7 @@
 // (the token recurrence of spec/gdn.md, with the in-op options applied by hand).
 #pragma once
 #include <numeric>
+#include <optional>
 
 #include "test_util.hpp"
 
@@ -16,6 +17,7 @@ struct GdnCase {
   double g_lo = -1.0, g_hi = 0.0;  // gate range per token
   StateLayout layout = StateLayout::kKV;
   DType dt = DType::kFloat64;
+  std::optional<DType> beta_dt;  // beta's dtype where not dt's
   GdnAlgorithm algo = GdnAlgorithm::kChunked;
   int64_t N() const { return seqlens.empty() ? B : static_cast<int64_t>(seqlens.size()); }
 };
@@ -48,7 +50,7 @@ inline GdnData make_gdn(const GdnCase& c, uint32_t seed) {
       for (int64_t i = 0; i < c.K; ++i) d.k.set(r * c.K + i, d.k.get(r * c.K + i) / std::sqrt(ss + 1e-6));
     }
   }
-  d.beta = HostTensor(c.dt, {c.B, c.T, c.HV});
+  d.beta = HostTensor(c.beta_dt.value_or(c.dt), {c.B, c.T, c.HV});
   if (c.beta_logit) d.beta.randn(rng);
   else d.beta.uniform(rng, 0.05, 1.0);
   if (c.per_key_gate) {

@@ -29,6 +29,7 @@ struct ChunkBwd {
   using Rows = typename S::Rows;
   using Square = typename S::Square;
   static constexpr int kHalf = kD / 2;  // a warpgroup's columns of a [64, D] product
+  static constexpr int kRowPairBarrier = 1;  // named barriers 1..4: warps w and w + 4 (the same rows)
   using RowAcc = tiles::Acc<E, kD>;     // [64, D]: kD / 4 values a thread
   using SqAcc = tiles::Acc<E, 64>;      // [64, 64]: 16
 
@@ -51,7 +52,8 @@ struct ChunkBwd {
     const int r = threadIdx.x;
     if (r < 64) {
       vec.gamma[r] = x.gamma;
-      vec.beta[r] = r < valid && a.beta_logit ? sigmoid(x.beta) : x.beta;
+      const float beta = a.beta.data.from_bits(x.beta_bits);
+      vec.beta[r] = r < valid && a.beta_logit ? sigmoid(beta) : beta;
       vec.inv_norm[0][r] = x.rstd_q;
       vec.inv_norm[1][r] = x.rstd_k;
     }
@@ -120,39 +122,45 @@ struct ChunkBwd {
 
   // dq (which 0) or dk (1) of this value head out: fp32 per value head for the GVA sums (finish
   // pass), or (direct) the op's gradient, after the l2norm backward with the normalised rows y and
-  // the inverse norms in vec.inv_norm[which] (RowValues). Called by every thread (the l2norm's row
-  // sums meet in shared memory).
+  // the inverse norms in vec.inv_norm[which] (RowValues). Called by every thread: a row's two
+  // column halves (warps w and w + 4) add their l2norm dots in vec.row_dot[which], behind a
+  // barrier of that warp pair only. Why not __syncthreads: ncu at B4 put 8.8% of the kernel's
+  // stall samples on this exchange's CTA barrier, warps waiting for others that hold none of
+  // their rows; row_dot per `which` drops the second barrier that kept the dk call's writes
+  // behind the dq call's reads. y's pairs stay in registers across the exchange (16-bit, kD / 4 a
+  // thread) rather than being read again after it.
   __device__ void store_grad(RowAcc& acc, const Rows& y, int which, const RowTensor& ws, const RowTensor& out) {
     if (!a.direct) return store_f32(acc, ws);
     if (a.rstd_q.ptr) {
       const int lane = threadIdx.x % 32;
       float dot[2] = {0.f, 0.f};
+      uint32_t y_pairs[size(RowAcc{}) / 2];
 #pragma unroll
       for (int i = 0; i < size(acc); i += 2) {
-        const float2 yy = tiles::load2<E>(y, i);
+        y_pairs[i / 2] = tiles::load_raw2(y, i);
+        const float2 yy = tiles::widen2<E>(y_pairs[i / 2]);
         dot[i / 2 % 2] += acc(i) * yy.x + acc(i + 1) * yy.y;
       }
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         dot[hh] = tiles::quad_sum(dot[hh]);
-        if (lane % 4 == 0) vec.row_dot[side][row(2 * hh)] = dot[hh];
+        if (lane % 4 == 0) vec.row_dot[which][side][row(2 * hh)] = dot[hh];
       }
-      __syncthreads();
+      cutlass::arch::NamedBarrier::sync(64, kRowPairBarrier + warp % 4);
       float d[2], rs[2];
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int r = row(2 * hh);
-        d[hh] = vec.row_dot[0][r] + vec.row_dot[1][r];
+        d[hh] = vec.row_dot[which][0][r] + vec.row_dot[which][1][r];
         rs[hh] = vec.inv_norm[which][r];  // 0 past the end
       }
 #pragma unroll
       for (int i = 0; i < size(acc); i += 2) {
         const int hh = i / 2 % 2;
-        const float2 yy = tiles::load2<E>(y, i);
+        const float2 yy = tiles::widen2<E>(y_pairs[i / 2]);
         acc(i) = rs[hh] * (acc(i) - yy.x * d[hh]);
         acc(i + 1) = rs[hh] * (acc(i + 1) - yy.y * d[hh]);
       }
-      __syncthreads();  // row_dot is read before the next call rewrites it
     }
     store_16(acc, out, it.h);
   }

@@ -36,7 +36,7 @@ struct ChunkBwdVectors {
   float row_dgam[2][64], row_dbeta[2][64];  // per column half: row sums
   float col_dgam[4][64];      // per row block: column sums (dgamma_j -= sum_i beta_i Z_ij)
   float last[8];              // per warp: its share of the chunk-end terms of dgamma_last
-  float row_dot[2][64];       // per column half: y . dy of the l2norm backward
+  float row_dot[2][2][64];    // per [dq or dk][column half]: y . dy of the l2norm backward
   float inv_norm[2][64];      // Q's, K's rows' inverse norms (in-op l2norm): dv_local's, or the gradient kernel's RowValues
   float dgam[64];
 };
@@ -193,9 +193,12 @@ struct BwdItem {
 // r < 64, and with `norms` q's and k's inverse norms (the direct l2norm backward's; 0 past the
 // end). The gradient kernel loads them an item ahead into registers: a global load at the item's
 // start (or, for the norms, at dq's and dk's stores: ~8% of the kernel's stall samples in v9)
-// would stall every warp at the next barrier.
+// would stall every warp at the next barrier. Beta stays raw bits (AnyFloat::bits) until used: its
+// bf16 conversion right after the load held warps 0 and 1 there mid-item (ncu: 1.8% of the
+// gradient kernel's stall samples, long scoreboard).
 struct RowValues {
-  float gamma = 0.f, beta = 0.f, rstd_q = 0.f, rstd_k = 0.f;
+  float gamma = 0.f, rstd_q = 0.f, rstd_k = 0.f;
+  uint32_t beta_bits = 0;  // 0 past the end: 0.f in every dtype
 };
 __device__ inline RowValues load_row_values(const ChunkBwdArgs& a, const WorkItem& it, int j, int valid, bool norms = false) {
   RowValues x;
@@ -203,7 +206,7 @@ __device__ inline RowValues load_row_values(const ChunkBwdArgs& a, const WorkIte
   if (r < 64) {
     x.gamma = static_cast<const float*>(a.gamma.ptr)[it.row(a.gamma, int64_t(j) * 64 + min(r, valid - 1), it.hv)];
     if (r < valid) {
-      x.beta = a.beta.at(it.b, it.t0 + int64_t(j) * 64 + r, it.hv);
+      x.beta_bits = a.beta.bits_at(it.b, it.t0 + int64_t(j) * 64 + r, it.hv);
       if (norms) {
         x.rstd_q = static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, int64_t(j) * 64 + r, it.h)];
         x.rstd_k = static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, int64_t(j) * 64 + r, it.h)];

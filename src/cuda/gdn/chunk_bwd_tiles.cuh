@@ -137,12 +137,17 @@ CUTE_DEVICE float2 widen2(uint32_t v) {
     return __half22float2(h);
   }
 }
-// Accumulator element i's pair (i, i + 1) of the tile (a [64, kCols] product's position).
-template <class E, class T>
-CUTE_DEVICE float2 load2(const T& tile, int i) {
+// Accumulator element i's pair (i, i + 1) of the tile (a [64, kCols] product's position): raw,
+// or as floats.
+template <class T>
+CUTE_DEVICE uint32_t load_raw2(const T& tile, int i) {
   uint32_t v;
   asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(tile.frag_at(i)));
-  return widen2<E>(v);
+  return v;
+}
+template <class E, class T>
+CUTE_DEVICE float2 load2(const T& tile, int i) {
+  return widen2<E>(load_raw2(tile, i));
 }
 
 // acc -> tile in 16 bits, f(i, value) applied first; the pairs (i, i + 1) are adjacent columns, one

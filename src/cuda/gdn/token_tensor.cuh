@@ -25,6 +25,24 @@ struct AnyFloat {
       default: return static_cast<const float*>(ptr)[i];
     }
   }
+  // Element i as raw bits, converted by from_bits where the value is used: a 16-bit element's own
+  // bits (its conversion, the load's first use, would wait for the load right here), a float's
+  // bits otherwise (a double converted at once).
+  __device__ uint32_t bits(int64_t i) const {
+    switch (dtype) {
+      case DType::kBFloat16:
+      case DType::kFloat16: return static_cast<const unsigned short*>(ptr)[i];
+      case DType::kFloat64: return __float_as_uint(static_cast<float>(static_cast<const double*>(ptr)[i]));
+      default: return static_cast<const uint32_t*>(ptr)[i];
+    }
+  }
+  __device__ float from_bits(uint32_t b) const {
+    switch (dtype) {
+      case DType::kBFloat16: return __uint_as_float(b << 16);
+      case DType::kFloat16: return __half2float(__ushort_as_half(static_cast<unsigned short>(b)));
+      default: return __uint_as_float(b);
+    }
+  }
   __device__ const char* address(int64_t i) const {
     const int64_t size = dtype == DType::kFloat64 ? 8 : dtype == DType::kFloat32 ? 4 : 2;
     return static_cast<const char*>(ptr) + i * size;
@@ -71,6 +89,7 @@ struct TokenTensor {
   AnyFloat data;
   int64_t sb = 0, st = 0, sh = 0;
   __device__ float at(int64_t b, int64_t t, int64_t h, int64_t f = 0) const { return data[b * sb + t * st + h * sh + f]; }
+  __device__ uint32_t bits_at(int64_t b, int64_t t, int64_t h) const { return data.bits(b * sb + t * st + h * sh); }
   // Asks L2 for elements f = 0 .. n-1 of (b, t, h) ahead of their use (no registers, no wait).
   __device__ void prefetch_l2(int64_t b, int64_t t, int64_t h, int n = 1) const {
     if (data.ptr == nullptr) return;
