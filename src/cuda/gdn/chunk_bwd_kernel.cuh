@@ -47,7 +47,8 @@ struct ChunkBwd {
   __device__ int sq_col(int i) const { return tiles::acc_col<64>(threadIdx.x, i); }
 
   // gamma, beta (sigmoid applied), the inverse norms (when loaded), exp(gamma), exp(gamma_last -
-  // gamma): threads 0..63.
+  // gamma): threads 0..63, each from its own row's values (gamma_last loaded by each), so that
+  // no barrier is needed between writing gamma and its exponentials.
   __device__ void store_row_values(const RowValues& x) {
     const int r = threadIdx.x;
     if (r < 64) {
@@ -56,13 +57,8 @@ struct ChunkBwd {
       vec.beta[r] = r < valid && a.beta_logit ? sigmoid(beta) : beta;
       vec.inv_norm[0][r] = x.rstd_q;
       vec.inv_norm[1][r] = x.rstd_k;
-    }
-  }
-  __device__ void exponentials() {
-    const int r = threadIdx.x;
-    if (r < 64) {
-      vec.eg[r] = ex2(vec.gamma[r]);
-      vec.egl[r] = ex2(vec.gamma[63] - vec.gamma[r]);
+      vec.eg[r] = ex2(x.gamma);
+      vec.egl[r] = ex2(x.gamma_last - x.gamma);
     }
   }
 
@@ -280,7 +276,9 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   } else {
     copies_landed<1>();
   }
-  __syncthreads();  // H, dh, do, v_new
+  // H, dh, do, v_new: each thread's wait on the TMA barrier shows it the boxes' bytes; a CTA
+  // barrier is needed only for other threads' writes (zeroed rows, cp.async copies).
+  if (!params.tma || valid < 64) __syncthreads();
 
   float row_dgam[2] = {0.f, 0.f}, row_dbeta[2] = {0.f, 0.f};  // rows row(0), row(2)
   float last = 0.f;  // this thread's share of dgamma_last's extra terms
@@ -322,9 +320,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   } else {
     copies_landed<0>();
   }
-  __syncthreads();  // dv2, q, k, v, T; gamma, beta
-  exponentials();
-  __syncthreads();  // exp(gamma)
+  __syncthreads();  // dv2, q, k, v, T; gamma, beta and their exponentials
 
   // dw = -dv2 H^T (the WGMMA negates dv2), in flight while dq, dk and dP are scaled.
   RowAcc x;

@@ -197,14 +197,16 @@ struct BwdItem {
 // bf16 conversion right after the load held warps 0 and 1 there mid-item (ncu: 1.8% of the
 // gradient kernel's stall samples, long scoreboard).
 struct RowValues {
-  float gamma = 0.f, rstd_q = 0.f, rstd_k = 0.f;
+  float gamma = 0.f, gamma_last = 0.f, rstd_q = 0.f, rstd_k = 0.f;  // gamma_last: the last live row's
   uint32_t beta_bits = 0;  // 0 past the end: 0.f in every dtype
 };
 __device__ inline RowValues load_row_values(const ChunkBwdArgs& a, const WorkItem& it, int j, int valid, bool norms = false) {
   RowValues x;
   const int r = threadIdx.x;
   if (r < 64) {
-    x.gamma = static_cast<const float*>(a.gamma.ptr)[it.row(a.gamma, int64_t(j) * 64 + min(r, valid - 1), it.hv)];
+    const float* gamma = static_cast<const float*>(a.gamma.ptr);
+    x.gamma = gamma[it.row(a.gamma, int64_t(j) * 64 + min(r, valid - 1), it.hv)];
+    x.gamma_last = gamma[it.row(a.gamma, int64_t(j) * 64 + valid - 1, it.hv)];
     if (r < valid) {
       x.beta_bits = a.beta.bits_at(it.b, it.t0 + int64_t(j) * 64 + r, it.hv);
       if (norms) {
