@@ -13,8 +13,8 @@
 //                                             bench_gdn_chunk.py's lengths)
 //   gdn_chunk_bwd_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                             with empty and 1-token sequences, GVA, several items
-//                                             per persistent CTA; rerun and kept; do's rows
-//                                             misaligned, for the copy paths), each one's
+//                                             per persistent CTA (1024 items in one); rerun and
+//                                             kept; do's rows misaligned, for the copy paths), each one's
 //                                             gradients dumped as float32 to PREFIX.<i>.<name>;
 //                                             bench/gdn_chunk_bwd_probe_cmp.py compares two builds
 // Not a test: the GPU tests (tests/cpp/gdn_chunk_bwd_gpu_test.cpp) check against the CPU backend.
@@ -215,6 +215,9 @@ int main(int argc, char** argv) {
       cases.push_back({DType::kBFloat16, 128, 1, 4200, 6, 6, {}, kept});  // ~3 items per persistent CTA
     }
     cases.push_back({DType::kBFloat16, 128, 1, 0, 2, 4, {1, 130, 64, 63}, false, true});  // cp.async copies
+    // 1024 items: several a CTA for every persistent kernel (~4 for two CTAs an SM, ~8 for one),
+    // so each CTA's stage barriers pass through both phases.
+    cases.push_back({DType::kBFloat16, 64, 2, 4096, 8, 8, {}, false});
     for (auto& c : cases)
       for (int64_t l : c.seqlens) c.T += l;
     for (size_t i = 0; i < cases.size(); ++i) run_case(cases[i], 1, std::string(argv[2]) + "." + std::to_string(i));
