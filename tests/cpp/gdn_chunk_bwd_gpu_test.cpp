@@ -239,6 +239,13 @@ TEST_F(GdnChunkBwdGpu, SeveralItemsPerCta) {
   c.HV = 8;
   c.l2norm = true;
   check_backward(c);
+  // 1024 items: ~4 an SM's two persistent dv_local CTAs, so each CTA's two stage barriers pass
+  // through both phases (~8 items a gradient-kernel CTA).
+  c = bwd_case(DType::kBFloat16, 64, 4096);
+  c.B = 1;
+  c.H = c.HV = 16;
+  c.l2norm = true;
+  check_backward(c);
 }
 
 TEST_F(GdnChunkBwdGpu, UnalignedRows) {

@@ -172,7 +172,8 @@ struct ChunkBwd {
     using W = PieceWalk<kD>;
     {
       const int r = threadIdx.x % 128 / 2;
-      const float inv = l2_inverse_norm<kD, 2>(side ? k : q, r, threadIdx.x % 2);
+      const Rows m{side ? k.off : q.off};  // by value: a choice of references went through the stack
+      const float inv = l2_inverse_norm<kD, 2>(m, r, threadIdx.x % 2);
       if (threadIdx.x % 2 == 0) vec.inv_norm[side][r] = inv;
     }
     __syncthreads();
@@ -203,9 +204,9 @@ struct ChunkBwd {
   }
 
   // Step 1: dv_loc [64, D] = scale (tril(Q K^T) Gamma)^T do.
+  // One item by cp.async copies (the one-item kernel, for rows not 16-byte aligned).
   __device__ void dv_local() {
     const Rows q = S::rows(L::kQ), k = S::rows(L::kK), dout = S::rows(L::kDo);
-    const Square at = S::square(L::kDvlSquare);
     load_rows(q, static_cast<const E*>(a.q.ptr), a.q, it, it.h, j, valid, a.vec16);
     load_rows(k, static_cast<const E*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
     load_rows(dout, static_cast<const E*>(a.dout.ptr), a.dout, it, it.hv, j, valid, a.vec16);
@@ -213,6 +214,11 @@ struct ChunkBwd {
     store_row_values(load_row_values(a, it, j, valid));
     copies_landed<0>();
     __syncthreads();
+    dv_local(q, k, dout, S::square(L::kDvlSquare));
+  }
+  // The item's product from its landed (and visible) Q, K, do tiles and row values (vec); `at` a
+  // [64, 64] scratch tile. Q's tile is overwritten with the result on its way out.
+  __device__ void dv_local(const Rows& q, const Rows& k, const Rows& dout, const Square& at) {
     if (a.normalize) {
       normalize_qk(q, k);
       cutlass::arch::fence_view_async_shared();  // the rewritten rows, before WGMMA reads them
@@ -507,6 +513,66 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 2) gdn_chunk_dv_local_kernel
   ChunkBwd<E, kD>{a, it, slot.j, it.valid_rows(slot.j), vec}.dv_local();
 }
 
+// The first live item at or after i (stepping by the grid) into bi; `items` when there is none.
+template <class E, int kD>
+__device__ int64_t live_item_from(const ChunkBwdParams<E, kD>& p, int64_t i, int64_t items, BwdItem& bi) {
+  for (; i < items; i += gridDim.x) {
+    bi = p.fast_items ? BwdItem(p.a, static_cast<int>(i), p.by_heads, p.by_seq_chunks) : BwdItem(p.a, i);
+    if (bi.slot.live) break;
+  }
+  return i;
+}
+
+// dv_local, persistent, where every row is 16-byte aligned (ChunkBwdParams::tma): CTA c takes
+// items c, c + gridDim.x, ... (value head fastest, as the gradient kernel), two CTAs an SM. Item n
+// computes on stage n % 2 while the next item's rows land in the other (issued once the previous
+// item's last reads of it are behind the loop's first barrier); each stage's barrier completes
+// every other item, its phase (n / 2) % 2. Why: the one-item kernel waited on its loads at every
+// item's start (ncu at B4: ~30% of its stall samples on the copies' and the gates' loads; DRAM
+// 73%, twice its floor).
+template <class E, int kD>
+__global__ void __launch_bounds__(kChunkBwdThreads, 2)
+    gdn_chunk_dv_local_tma_kernel(CUTE_GRID_CONSTANT const ChunkBwdParams<E, kD> p, int64_t items) {
+  using DL = DvLocalLayout<kD>;
+  using S = ChunkBwdTiles<E, kD>;
+  const ChunkBwdArgs& a = p.a;
+  auto& vec = *reinterpret_cast<ChunkBwdVectors*>(gdn_chunk_smem + DL::kVec);
+  auto* bars = chunk_bwd_barriers(DL::kBarriers);
+  if (threadIdx.x == 0) {
+    bars[0].init(1);
+    bars[1].init(1);
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+  BwdItem cur, next;
+  int64_t item = live_item_from(p, blockIdx.x, items, cur);
+  RowValues row_values;
+  if (item < items) row_values = load_dv_local_operands(p, cur, 0);
+  for (int n = 0; item < items; ++n) {
+    const int stage = n % 2, t = DL::kStageTiles * stage;
+    const int64_t next_item = live_item_from(p, item + gridDim.x, items, next);
+    __syncthreads();  // the previous item's reads of the other stage (its result's copy out) and of vec
+    RowValues next_values;
+    if (next_item < items) next_values = load_dv_local_operands(p, next, stage ^ 1);
+    const WorkItem it = cur.work(a);
+    ChunkBwd<E, kD> c{a, it, cur.slot.j, it.valid_rows(cur.slot.j), vec};
+    c.store_row_values(row_values);
+    const typename S::Rows q = S::rows(t), k = S::rows(t + 1), dout = S::rows(t + 2);
+    bars[stage].wait((n / 2) % 2);
+    if (c.valid < 64) {  // rows past the sequence's end, read from the next sequence's
+      zero_rows_from(q, c.valid);
+      zero_rows_from(k, c.valid);
+      zero_rows_from(dout, c.valid);
+      cutlass::arch::fence_view_async_shared();
+    }
+    __syncthreads();  // vec's row values; zeroed rows
+    c.dv_local(q, k, dout, S::square(DL::kSquare));
+    row_values = next_values;
+    item = next_item;
+    cur = next;
+  }
+}
+
 // Persistent: CTA c takes items c, c + gridDim.x, ... of slots * HV (slots past a sequence's last
 // chunk skipped), each one's early operands loaded during the previous item. Each item's slot is
 // found once (with varlen a bisection over cu_seqlens) and handed on. With TMA, each of the two
@@ -523,23 +589,15 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 1)
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
-  // The first live item at or after i (stepping by the grid) into bi; items when there is none.
-  auto live_from = [&](int64_t i, BwdItem& bi) {
-    for (; i < items; i += gridDim.x) {
-      bi = p.fast_items ? BwdItem(a, static_cast<int>(i), p.by_heads, p.by_seq_chunks) : BwdItem(a, i);
-      if (bi.slot.live) break;
-    }
-    return i;
-  };
   BwdItem cur, next;
-  int64_t item = live_from(blockIdx.x, cur);
+  int64_t item = live_item_from(p, blockIdx.x, items, cur);
   RowValues row_values;
   if (item < items) {
     row_values = load_early_operands<E, kD>(p, cur);
     load_late_operands<E, kD>(p, cur, kLateIssuer);
   }
   for (int phase = 0; item < items; phase ^= 1) {
-    const int64_t next_item = live_from(item + gridDim.x, next);
+    const int64_t next_item = live_item_from(p, item + gridDim.x, items, next);
     const WorkItem it = cur.work(a);
     ChunkBwd<E, kD>{a, it, cur.slot.j, it.valid_rows(cur.slot.j), vec}.gradients(p, phase, next_item < items, next, row_values);
     item = next_item;

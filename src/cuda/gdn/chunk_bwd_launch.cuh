@@ -14,32 +14,47 @@
 
 namespace attnkit::cuda::gdn {
 
-// kernel: dv_local (step 1; grid (chunk slots, value heads)) or the gradients (steps 3 and 4;
-// persistent, one CTA per SM over slots * value heads items).
+// The per-chunk kernels' parameters over `items` = slots * HV items and `ctas` CTAs: TMA where every
+// row is 16-byte aligned and the state tensor's rows fit its 32-bit coordinates.
+template <class E, int kD>
+ChunkBwdParams<E, kD> chunk_bwd_params(const ChunkBwdArgs& a, int64_t slots, int64_t items, unsigned ctas) {
+  ChunkBwdParams<E, kD> p;
+  p.a = a;
+  p.tma = a.vec16 && slots * a.HV * kD <= INT32_MAX && a.tokens <= INT32_MAX;
+  p.fast_items = items + ctas <= INT32_MAX;  // every item index below 2^31, with a grid's step to spare
+  p.by_heads = cutlass::FastDivmod(a.HV);
+  p.by_seq_chunks = cutlass::FastDivmod(static_cast<int>(std::clamp<int64_t>((a.tokens + 63) / 64, 1, INT32_MAX)));
+  if (p.tma) make_chunk_bwd_tmas(p, slots);
+  return p;
+}
+
+// kernel: dv_local (step 1; persistent, two CTAs an SM, with TMA rows; else grid (chunk slots,
+// value heads)) or the gradients (steps 3 and 4; persistent, one CTA per SM), over slots * HV items.
 template <class E, int kD>
 cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_local, cudaStream_t stream) {
   if (slots == 0 || a.HV == 0) return cudaSuccess;
+  const int64_t items = slots * a.HV;
   if (dv_local) {
+    const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(items, 2 * current_device_sm_count()));
+    const ChunkBwdParams<E, kD> p = chunk_bwd_params<E, kD>(a, slots, items, ctas);
+    if (p.tma) {
+      constexpr int kBytes = DvLocalLayout<kD>::kBytes;
+      cudaError_t ok = ensure_dynamic_smem<gdn_chunk_dv_local_tma_kernel<E, kD>>(kBytes);
+      if (ok != cudaSuccess) return ok;
+      gdn_chunk_dv_local_tma_kernel<E, kD><<<ctas, kChunkBwdThreads, kBytes, stream>>>(p, items);
+      return cudaGetLastError();
+    }
     const dim3 grid(static_cast<unsigned>(slots), static_cast<unsigned>(a.HV));
     constexpr int kBytes = dv_local_smem_bytes<kD>();
     cudaError_t ok = ensure_dynamic_smem<gdn_chunk_dv_local_kernel<E, kD>>(kBytes);
     if (ok != cudaSuccess) return ok;
     gdn_chunk_dv_local_kernel<E, kD><<<grid, kChunkBwdThreads, kBytes, stream>>>(a);
   } else {
-    const int64_t items = slots * a.HV;
     const unsigned ctas = static_cast<unsigned>(std::min<int64_t>(items, current_device_sm_count()));
     constexpr int kBytes = chunk_bwd_smem_bytes<kD>();
     cudaError_t ok = ensure_dynamic_smem<gdn_chunk_bwd_kernel<E, kD>>(kBytes);
     if (ok != cudaSuccess) return ok;
-    ChunkBwdParams<E, kD> p;
-    p.a = a;
-    // TMA where every row is 16-byte aligned and the state tensor's rows fit its 32-bit coordinates.
-    p.tma = a.vec16 && slots * a.HV * kD <= INT32_MAX && a.tokens <= INT32_MAX;
-    p.fast_items = items + ctas <= INT32_MAX;  // every item index below 2^31, with a grid's step to spare
-    p.by_heads = cutlass::FastDivmod(a.HV);
-    p.by_seq_chunks = cutlass::FastDivmod(static_cast<int>(std::clamp<int64_t>((a.tokens + 63) / 64, 1, INT32_MAX)));
-    if (p.tma) make_chunk_bwd_tmas(p, slots);
-    gdn_chunk_bwd_kernel<E, kD><<<ctas, kChunkBwdThreads, kBytes, stream>>>(p, items);
+    gdn_chunk_bwd_kernel<E, kD><<<ctas, kChunkBwdThreads, kBytes, stream>>>(chunk_bwd_params<E, kD>(a, slots, items, ctas), items);
   }
   return cudaGetLastError();
 }

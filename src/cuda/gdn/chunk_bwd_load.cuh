@@ -52,6 +52,18 @@ constexpr int dv_local_smem_bytes() { return ChunkBwdLayout<kD>::kDvlVec + int(s
 
 constexpr int kChunkBwdThreads = 256;
 
+// The persistent dv_local (TMA rows): two stages of Q, K, do (row tiles 3s .. 3s + 2), then the
+// [64, 64] scratch tile, the vectors and each stage's transaction barrier. ~109 KB at D = 128:
+// two CTAs an SM, each with the next item's rows in flight while it computes the current one.
+template <int kD>
+struct DvLocalLayout {
+  using L = ChunkBwdLayout<kD>;
+  static constexpr int kStageTiles = 3, kSquare = 2 * kStageTiles * L::kRowBytes;
+  static constexpr int kVec = kSquare + L::kSquareBytes;
+  static constexpr int kBarriers = kVec + int(sizeof(ChunkBwdVectors));
+  static constexpr int kBytes = kBarriers + 2 * int(sizeof(cutlass::arch::ClusterTransactionBarrier));
+};
+
 // The copies below: thread t copies the 16-byte piece t % (kCols / 8) of rows t / (kCols / 8) +
 // i * kStep, its two addresses worked out once and stepped by constants (fully unrolled, the
 // 16-byte-or-element choice made once outside the loop). kStep rows on, a swizzled tile's
@@ -298,6 +310,29 @@ __device__ void load_late_operands(const ChunkBwdParams<E, kD>& p, const BwdItem
   }
 }
 constexpr int kLateIssuer = 128;  // warpgroup 1's first thread: warp 0 sums the item's last rows
+
+// The persistent dv_local's item rows — Q, K, do into stage `stage` (DvLocalLayout), on that
+// stage's barrier, by thread 0 — and its RowValues (their loads still in flight on return).
+template <class E, int kD>
+__device__ RowValues load_dv_local_operands(const ChunkBwdParams<E, kD>& p, const BwdItem& bi, int stage) {
+  using S = ChunkBwdTiles<E, kD>;
+  using DL = DvLocalLayout<kD>;
+  using P = ChunkBwdParams<E, kD>;
+  const ChunkBwdArgs& a = p.a;
+  const WorkItem it = bi.work(a);
+  const int j = bi.slot.j, valid = it.valid_rows(j);
+  if (threadIdx.x == 0) {
+    auto& bar = chunk_bwd_barriers(DL::kBarriers)[stage];
+    cutlass::arch::fence_view_async_shared();  // the CTA's earlier generic accesses of the stage first
+    bar.arrive_and_expect_tx(3 * S::Rows::kBytes);
+    uint64_t& raw = reinterpret_cast<uint64_t&>(bar);
+    const int t = DL::kStageTiles * stage;
+    issue_rows<typename P::RowsLayout>(p.tma_q, p.shape_qk, it, it.h, j, tma_tile(S::rows(t)), raw);
+    issue_rows<typename P::RowsLayout>(p.tma_k, p.shape_qk, it, it.h, j, tma_tile(S::rows(t + 1)), raw);
+    issue_rows<typename P::RowsLayout>(p.tma_do, p.shape_v, it, it.hv, j, tma_tile(S::rows(t + 2)), raw);
+  }
+  return load_row_values(a, it, j, valid);
+}
 
 // The copies of this thread have landed and are visible to the WGMMAs (the async proxy) once every
 // thread has passed the barrier that follows.
