@@ -44,24 +44,28 @@ struct WyChunk {
   static CUTE_DEVICE void sync() { __syncthreads(); }
   CUTE_DEVICE int64_t t0() const { return int64_t(j) * kC; }
 
-  // Lane l of warp 0: the gate and beta of rows 2l and 2l + 1 (0 past the sequence end).
-  CUTE_DEVICE void load_gates(float (&g)[2], float (&beta)[2]) const {
+  // Lane l of warp 0: the gate and beta of rows 2l and 2l + 1 (0 past the sequence end). Beta as
+  // raw bits (AnyFloat::bits), converted in scan_gates: a 16-bit beta's conversion right after its
+  // load held warp 0 there (ncu at B4: 8% of the kernel's stall samples, long scoreboard).
+  CUTE_DEVICE void load_gates(float (&g)[2], uint32_t (&beta_bits)[2]) const {
     const int valid = it.valid_rows(j);
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const int r = 2 * (tid % 32) + e;
-      g[e] = beta[e] = 0.f;
+      g[e] = 0.f;
+      beta_bits[e] = 0;  // 0.f in every dtype
       if (r < valid) {
         const int64_t t = it.t0 + t0() + r;
         g[e] = a.g.data.ptr ? a.g.at(it.b, t, it.hv) : 0.f;
-        beta[e] = a.beta.at(it.b, t, it.hv);
+        beta_bits[e] = a.beta.bits_at(it.b, t, it.hv);
       }
     }
   }
   // Warp 0: finish the gates (fused gate, sigmoid), write their in-chunk inclusive cumsum (log2)
   // to shared memory and, for the live rows, to the workspace.
-  CUTE_DEVICE void scan_gates(float (&g)[2], float (&beta)[2], float* gamma, float* beta_out) const {
+  CUTE_DEVICE void scan_gates(float (&g)[2], const uint32_t (&beta_bits)[2], float* gamma, float* beta_out) const {
     const int lane = tid % 32, valid = it.valid_rows(j);
+    float beta[2] = {a.beta.data.from_bits(beta_bits[0]), a.beta.data.from_bits(beta_bits[1])};
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       const bool live = 2 * lane + e < valid;  // rows past the end stay exactly 0
@@ -238,7 +242,8 @@ struct WyChunk {
     if (kTma && tid == 0) sm.seq = it.n, sm.chunk = j;
     issue_rows(valid);
     const int warp = tid / 32;
-    float g2[2], b2[2];
+    float g2[2];
+    uint32_t b2[2];
     if (warp == 0) load_gates(g2, b2);  // their latency overlaps the copies'
     wait_rows(valid);
     cutlass::arch::fence_view_async_shared();
