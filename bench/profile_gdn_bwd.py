@@ -8,6 +8,8 @@ per-kernel CUDA time summed over --iters iterations and divided by them.
 bench_gdn_chunk_bwd.py's varlen case draws them.
 
 --keep: the forward keeps its intermediates (keep_intermediates=True), the backward reruns nothing.
+--timeline: also the kernels of the last profiled step in the order they ran, each with its start
+(from the step's first kernel), its duration and the idle gap before it.
 Also printed: the elapsed time per step and the host's time to issue one (a step whose host time
 exceeds its kernels' is host-bound), and the caching allocator's cudaMalloc / cudaFree calls.
 """
@@ -47,6 +49,7 @@ def main():
     ap.add_argument("--H", type=int, default=16)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--timeline", action="store_true", help="the last step's kernels in order, with the gaps between them")
     ap.add_argument("--seqs", type=int, default=None, help="a packed batch of this many sequences (B = 1)")
     args = ap.parse_args()
     if args.seqs and args.B != 1:
@@ -90,6 +93,24 @@ def main():
           f" {elapsed:.3f} ms elapsed (median of {args.iters})")
     for name, ms in sorted(totals.items(), key=lambda x: -x[1]):
         print(f"  {ms / args.iters:8.4f} ms  {name}")
+    if args.timeline:
+        print_timeline(prof, args.iters)
+
+
+def print_timeline(prof, iters):
+    """The last step's kernels (the events are in launch order; each step launches the same number),
+    with start times relative to that step's first kernel and the idle time before each."""
+    kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
+    per_step = len(kernels) // iters
+    last = kernels[-per_step:]
+    t0, previous_end, idle = last[0].time_range.start, None, 0.0
+    print(f"timeline of the last step ({per_step} kernels; us):   start  duration  gap before")
+    for e in last:
+        gap = 0.0 if previous_end is None else e.time_range.start - previous_end
+        idle += max(gap, 0.0)
+        print(f"  {e.time_range.start - t0:10.1f} {e.time_range.end - e.time_range.start:9.1f} {gap:9.1f}  {e.name.split('<')[0].split('(')[0][:60]}")
+        previous_end = e.time_range.end
+    print(f"  idle between the step's kernels: {idle:.1f} us; first kernel start to last kernel end: {previous_end - t0:.1f} us")
 
 
 if __name__ == "__main__":
