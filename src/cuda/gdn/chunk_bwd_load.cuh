@@ -197,7 +197,7 @@ struct BwdItem {
   // GVA the qk head is the value head: WorkItem's 64-bit qk_head_of division, at every item of
   // every warp, was 5.7% of the kernel's stall samples at B4 (ncu, forty-third session).
   __device__ WorkItem work(const ChunkBwdArgs& a) const {
-    return WorkItem(a, slot.n, hv, 0, a.HV == a.H ? hv : static_cast<int>(qk_head_of(hv, a.HV, a.H)));
+    return WorkItem(a, slot.n, hv, 0, qk_head_fast(a, hv));
   }
 };
 

@@ -121,6 +121,14 @@ struct WorkItem {
   __device__ int64_t row(const RowTensor& x, int64_t t, int head) const { return b * x.sb + (t0 + t) * x.st + head * x.sh; }
 };
 
+// The value head's qk head, without qk_head_of's two 64-bit divisions where HV == H (no GVA):
+// for kernels where per-item index math shows (the WY kernel's 8,192 short CTAs at B4, the
+// gradient kernel's three WorkItems an item).
+template <class Args>
+__device__ int qk_head_fast(const Args& a, int hv) {
+  return a.HV == a.H ? hv : static_cast<int>(qk_head_of(hv, a.HV, a.H));
+}
+
 // The WY kernel's grid.x: slots for every chunk of `seqs` sequences of `tokens` tokens each
 // (dense), or of `tokens` tokens in all (varlen) — see ChunkSlot.
 inline int64_t wy_slot_count(int64_t tokens, int64_t seqs, bool varlen) {
@@ -145,8 +153,13 @@ struct ChunkSlot {
   __host__ __device__ ChunkSlot(const Args& a, int64_t slot) {
     if (!a.cu_seqlens) {
       const int64_t per_seq = (a.tokens + 63) / 64;
-      n = static_cast<int>(slot / per_seq);
-      j = static_cast<int>(slot % per_seq);
+      if (slot <= INT32_MAX && per_seq <= INT32_MAX) {  // 32 bits: a 64-bit division is a long software routine
+        n = static_cast<int>(static_cast<uint32_t>(slot) / static_cast<uint32_t>(per_seq));
+        j = static_cast<int>(static_cast<uint32_t>(slot) % static_cast<uint32_t>(per_seq));
+      } else {
+        n = static_cast<int>(slot / per_seq);
+        j = static_cast<int>(slot % per_seq);
+      }
       live = n < a.num_seqs;
       return;
     }

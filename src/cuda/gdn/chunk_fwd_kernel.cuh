@@ -38,7 +38,8 @@ __global__ void __launch_bounds__(T::kWyThreads, kTPairs ? T::kWyTPairsCtasPerSm
   const ChunkFwdArgs& a = p.a;
   const ChunkSlot slot(a, blockIdx.x);
   if (!slot.live) return;
-  const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);
+  const int hv = static_cast<int>(blockIdx.y);
+  const WorkItem it(a, slot.n, hv, 0, qk_head_fast(a, hv));
   WyChunk<T, kTma, kTPairs>{p, a, it, slot.j, static_cast<int>(threadIdx.x)}.run();
 }
 

@@ -116,7 +116,8 @@ struct ChunkFwdTraits {
     cute::array_aligned<Element, kC * kDK, 1024> k;
     cute::array_aligned<float, kC * kLdT, 1024> t;  // L, then T0: [C, kLdT] (chunk_fwd_solve.cuh)
     cute::array_aligned<float, kSolveScratchFloats, 128> scratch;  // the inversion's 16 x 16 blocks
-    float gamma[kC], beta[kC];
+    alignas(16) float gamma[kC];  // 16-byte aligned: store_t reads 4 at a time
+    float beta[kC];
     alignas(8) float knorm[kC];  // K's rows' inverse norms (1 without the in-op l2norm)
     cutlass::arch::ClusterTransactionBarrier rows_landed;  // K's and V's TMA bytes (a.vec16)
     int seq, chunk;  // the CTA's (n, j), read back for the stores instead of kept in registers

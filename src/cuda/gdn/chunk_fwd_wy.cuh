@@ -94,16 +94,22 @@ struct WyChunk {
   // T = (I + L_Gamma)^-1 of the gated L (spec/gdn.md), the backward's: T0 is its ungated twin, and
   // L_Gamma = D L D^-1 with D = diag(exp(gamma)) gives T_rc = T0_rc exp(gamma_r - gamma_c) (r >= c:
   // the exponent is <= 0). Live rows to a.tmat in 16-bit, 8 columns a store. Reads T0 and gamma
-  // only, so the operands below are built from T0 without a barrier between.
+  // only, so the operands below are built from T0 without a barrier between. T0's and gamma's 8
+  // columns come by 16-byte loads (one at a time they were ~7% of the rerun instantiation's stall
+  // samples, ncu at B4).
   CUTE_DEVICE void store_t(const float* sT, const float* gamma) const {
     const int valid = it.valid_rows(j);
     CUTE_UNROLL
     for (int i = 0; i < kC * kC / 8 / 128; ++i) {
       const int piece = tid + 128 * i, r = piece / (kC / 8), c = (piece % (kC / 8)) * 8;
       if (r >= valid) continue;
+      const float4 t[2] = {*reinterpret_cast<const float4*>(&sT[r * kLdT + c]), *reinterpret_cast<const float4*>(&sT[r * kLdT + c + 4])};
+      const float4 g[2] = {*reinterpret_cast<const float4*>(&gamma[c]), *reinterpret_cast<const float4*>(&gamma[c + 4])};
+      const float gamma_r = gamma[r];
+      auto at = [](const float4 (&v)[2], int e) { const float4& q = v[e / 4]; return e % 4 == 0 ? q.x : e % 4 == 1 ? q.y : e % 4 == 2 ? q.z : q.w; };
       float x[8];
       CUTE_UNROLL
-      for (int e = 0; e < 8; ++e) x[e] = c + e <= r ? sT[r * kLdT + c + e] * ex2(gamma[r] - gamma[c + e]) : 0.f;
+      for (int e = 0; e < 8; ++e) x[e] = c + e <= r ? at(t, e) * ex2(gamma_r - at(g, e)) : 0.f;
       const uint4 v{pack2<Element>(x[0], x[1]), pack2<Element>(x[2], x[3]), pack2<Element>(x[4], x[5]), pack2<Element>(x[6], x[7])};
       st_global_v4(static_cast<Element*>(a.tmat.ptr) + it.row(a.tmat, t0() + r, it.hv) + c, v);
     }
@@ -154,7 +160,7 @@ struct WyChunk {
   CUTE_DEVICE void with_item_again(F&& f) const {
     if constexpr (kTma) {
       auto& sm = chunk_smem<typename T::WyStorage>();
-      f(WorkItem(a, sm.seq, it.hv, 0), sm.chunk);
+      f(WorkItem(a, sm.seq, it.hv, 0, qk_head_fast(a, it.hv)), sm.chunk);
     } else {
       int jj = j;
       asm volatile("" : "+r"(jj));
