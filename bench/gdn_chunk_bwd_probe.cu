@@ -10,7 +10,10 @@
 //                                             PROBE_SEQS=N (B = 1): a packed batch of N sequences
 //                                             of random lengths summing to T (issue 6's varlen
 //                                             case: 1 8192 64 with N = 20; its own draw, not
-//                                             bench_gdn_chunk.py's lengths)
+//                                             bench_gdn_chunk.py's lengths); PROBE_SEQ_ORDER=
+//                                             desc / asc: the same lengths, longest / shortest
+//                                             first (what a longest-first CTA order would gain
+//                                             on the chain kernels' last wave)
 //   gdn_chunk_bwd_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                             with empty and 1-token sequences, GVA, several items
 //                                             per persistent CTA (1024 items in one); rerun and
@@ -244,6 +247,15 @@ int main(int argc, char** argv) {
     std::sort(cuts.begin(), cuts.end());
     int64_t prev = 0;
     for (int64_t cut : cuts) c.seqlens.push_back(cut - prev), prev = cut;
+    if (const char* order = std::getenv("PROBE_SEQ_ORDER")) {
+      const std::string o = order;
+      if (o != "desc" && o != "asc") {
+        std::fprintf(stderr, "PROBE_SEQ_ORDER=%s: expected desc or asc\n", order);
+        return 1;
+      }
+      std::sort(c.seqlens.begin(), c.seqlens.end());
+      if (o == "desc") std::reverse(c.seqlens.begin(), c.seqlens.end());
+    }
   }
   double fwd_ms = 0, host_ms = 0;
   const double ms = run_case(c, reps, "", &fwd_ms, &host_ms);
