@@ -231,14 +231,17 @@ __device__ inline RowValues load_row_values(const ChunkBwdArgs& a, const WorkIte
 }
 
 // One TMA group, by the calling thread: the CTA's earlier generic accesses of the tiles ordered
-// before the async writes, `bytes` expected on barrier `which` (0 early, 1 late), then
-// issue(bar) puts out the boxes.
-template <int kD, class Issue>
-__device__ void tma_group(int which, uint32_t bytes, Issue&& issue) {
-  auto* bars = chunk_bwd_barriers(chunk_bwd_barriers_offset<kD>());
+// before the async writes, `bytes` expected on `bar`, then issue(bar) puts out the boxes.
+template <class Issue>
+__device__ void tma_group(cutlass::arch::ClusterTransactionBarrier& bar, uint32_t bytes, Issue&& issue) {
   cutlass::arch::fence_view_async_shared();
-  bars[which].arrive_and_expect_tx(bytes);
-  issue(reinterpret_cast<uint64_t&>(bars[which]));
+  bar.arrive_and_expect_tx(bytes);
+  issue(reinterpret_cast<uint64_t&>(bar));
+}
+// The gradient kernel's barrier `which` (0 early, 1 late).
+template <int kD>
+__device__ cutlass::arch::ClusterTransactionBarrier& gradient_barrier(int which) {
+  return chunk_bwd_barriers(chunk_bwd_barriers_offset<kD>())[which];
 }
 // A tile's shared memory as the TMA's destination.
 template <class T>
@@ -260,7 +263,7 @@ __device__ RowValues load_early_operands(const ChunkBwdParams<E, kD>& p, const B
   const int64_t state = (ChunkSlot::first(a, bi.slot.n) + j) * a.HV + bi.hv;
   if (p.tma) {
     if (threadIdx.x == 0)
-      tma_group<kD>(0, P::kEarlyBytes, [&](uint64_t& bar) {
+      tma_group(gradient_barrier<kD>(0), P::kEarlyBytes, [&](uint64_t& bar) {
         issue_state<typename P::StateLayout>(p.tma_h, p.shape_state, int(state), tma_tile(S::h()), bar);
         issue_state<typename P::StateLayout>(p.tma_dh, p.shape_state, int(state), tma_tile(S::dh()), bar);
         issue_rows<typename P::RowsLayout>(p.tma_do, p.shape_v, it, it.hv, j, tma_tile(S::rows(L::kDo)), bar);
@@ -293,7 +296,7 @@ __device__ void load_late_operands(const ChunkBwdParams<E, kD>& p, const BwdItem
   const auto tm = S::square(L::kT);
   if (p.tma) {
     if (int(threadIdx.x) == issuer)
-      tma_group<kD>(1, P::kLateBytes, [&](uint64_t& bar) {
+      tma_group(gradient_barrier<kD>(1), P::kLateBytes, [&](uint64_t& bar) {
         issue_rows<typename P::RowsLayout>(p.tma_dv2, p.shape_v, it, it.hv, j, tma_tile(dv2), bar);
         issue_rows<typename P::RowsLayout>(p.tma_k, p.shape_qk, it, it.h, j, tma_tile(k), bar);
         issue_rows<typename P::RowsLayout>(p.tma_q, p.shape_qk, it, it.h, j, tma_tile(q), bar);
@@ -322,14 +325,12 @@ __device__ RowValues load_dv_local_operands(const ChunkBwdParams<E, kD>& p, cons
   const WorkItem it = bi.work(a);
   const int j = bi.slot.j, valid = it.valid_rows(j);
   if (threadIdx.x == 0) {
-    auto& bar = chunk_bwd_barriers(DL::kBarriers)[stage];
-    cutlass::arch::fence_view_async_shared();  // the CTA's earlier generic accesses of the stage first
-    bar.arrive_and_expect_tx(3 * S::Rows::kBytes);
-    uint64_t& raw = reinterpret_cast<uint64_t&>(bar);
     const int t = DL::kStageTiles * stage;
-    issue_rows<typename P::RowsLayout>(p.tma_q, p.shape_qk, it, it.h, j, tma_tile(S::rows(t)), raw);
-    issue_rows<typename P::RowsLayout>(p.tma_k, p.shape_qk, it, it.h, j, tma_tile(S::rows(t + 1)), raw);
-    issue_rows<typename P::RowsLayout>(p.tma_do, p.shape_v, it, it.hv, j, tma_tile(S::rows(t + 2)), raw);
+    tma_group(chunk_bwd_barriers(DL::kBarriers)[stage], 3 * S::Rows::kBytes, [&](uint64_t& bar) {
+      issue_rows<typename P::RowsLayout>(p.tma_q, p.shape_qk, it, it.h, j, tma_tile(S::rows(t)), bar);
+      issue_rows<typename P::RowsLayout>(p.tma_k, p.shape_qk, it, it.h, j, tma_tile(S::rows(t + 1)), bar);
+      issue_rows<typename P::RowsLayout>(p.tma_do, p.shape_v, it, it.hv, j, tma_tile(S::rows(t + 2)), bar);
+    });
   }
   return load_row_values(a, it, j, valid);
 }
