@@ -86,7 +86,7 @@ def main():
     totals = {}
     for e in prof.events():
         if e.device_type.name == "CUDA":
-            name = e.name.split("<")[0].split("(")[0][:60]
+            name = short_name(e)
             totals[name] = totals.get(name, 0.0) + e.device_time / 1000.0
     total = sum(totals.values()) / args.iters
     print(f"B{args.B} T{args.T} H{args.H}{f' varlen {args.seqs} seqs' if args.seqs else ''}{' kept' if args.keep else ''}: {total:.3f} ms of kernels per forward + backward,"
@@ -97,9 +97,14 @@ def main():
         print_timeline(prof, args.iters)
 
 
+def short_name(event):
+    """A kernel's name without template arguments and parameters."""
+    return event.name.split("<")[0].split("(")[0][:60]
+
+
 def print_timeline(prof, iters):
-    """The last step's kernels (the events are in launch order; each step launches the same number),
-    with start times relative to that step's first kernel and the idle time before each."""
+    """The last step's kernels (by start time; every step launches the same number), with start
+    times relative to that step's first kernel and the idle time before each."""
     kernels = sorted((e for e in prof.events() if e.device_type.name == "CUDA"), key=lambda e: e.time_range.start)
     per_step = len(kernels) // iters
     last = kernels[-per_step:]
@@ -108,7 +113,7 @@ def print_timeline(prof, iters):
     for e in last:
         gap = 0.0 if previous_end is None else e.time_range.start - previous_end
         idle += max(gap, 0.0)
-        print(f"  {e.time_range.start - t0:10.1f} {e.time_range.end - e.time_range.start:9.1f} {gap:9.1f}  {e.name.split('<')[0].split('(')[0][:60]}")
+        print(f"  {e.time_range.start - t0:10.1f} {e.time_range.end - e.time_range.start:9.1f} {gap:9.1f}  {short_name(e)}")
         previous_end = e.time_range.end
     print(f"  idle between the step's kernels: {idle:.1f} us; first kernel start to last kernel end: {previous_end - t0:.1f} us")
 
