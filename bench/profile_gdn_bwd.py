@@ -7,8 +7,8 @@ per-kernel CUDA time summed over --iters iterations and divided by them.
 --seqs N: a packed (varlen) batch of N sequences of random lengths summing to T (B = 1), as
 bench_gdn_chunk_bwd.py's varlen case draws them.
 
---keep: what the forward keeps for the backward (chunk_gated_delta_rule's keep_intermediates): t
-(T, the default), all (the backward reruns nothing), none (the backward reruns the forward whole).
+--keep: what the forward keeps for the backward (chunk_gated_delta_rule's keep_intermediates): none
+(the default: the backward reruns the forward whole), t (T), all (the backward reruns nothing).
 --timeline: also the kernels of the last profiled step in the order they ran, each with its start
 (from the step's first kernel), its duration and the idle gap before it.
 Also printed: the elapsed time per step and the host's time to issue one (a step whose host time
@@ -52,7 +52,7 @@ def main():
     ap.add_argument("--T", type=int, default=8192)
     ap.add_argument("--H", type=int, default=16)
     ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--keep", choices=("t", "all", "none"), default="t")
+    ap.add_argument("--keep", choices=("none", "t", "all"), default="none")
     ap.add_argument("--timeline", action="store_true", help="the last step's kernels in order, with the gaps between them")
     ap.add_argument("--seqs", type=int, default=None, help="a packed batch of this many sequences (B = 1)")
     args = ap.parse_args()
@@ -93,7 +93,7 @@ def main():
             name = short_name(e)
             totals[name] = totals.get(name, 0.0) + e.device_time / 1000.0
     total = sum(totals.values()) / args.iters
-    print(f"B{args.B} T{args.T} H{args.H}{f' varlen {args.seqs} seqs' if args.seqs else ''}{'' if args.keep == 't' else ' keep ' + args.keep}: {total:.3f} ms of kernels per forward + backward,"
+    print(f"B{args.B} T{args.T} H{args.H}{f' varlen {args.seqs} seqs' if args.seqs else ''}{'' if args.keep == 'none' else ' keep ' + args.keep}: {total:.3f} ms of kernels per forward + backward,"
           f" {elapsed:.3f} ms elapsed (median of {args.iters})")
     for name, ms in sorted(totals.items(), key=lambda x: -x[1]):
         print(f"  {ms / args.iters:8.4f} ms  {name}")

@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--T", type=int, default=8192)
     ap.add_argument("--H", type=int, default=4)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--keep", choices=("t", "all", "none"), default="t")
+    ap.add_argument("--keep", choices=("none", "t", "all"), default="none")
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
     forward, step = make_step(args.B, args.T, args.H, KEEP[args.keep])
@@ -81,7 +81,7 @@ def main():
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    name = f"B{args.B} T{args.T} H{args.H}{'' if args.keep == 't' else ' keep ' + args.keep}"
+    name = f"B{args.B} T{args.T} H{args.H}{'' if args.keep == 'none' else ' keep ' + args.keep}"
     print(f"{name}: host ms to issue (median of {args.iters}, GPU idle at the start): forward + backward "
           f"{host_ms(step, args.iters):.3f}, forward with autograd {host_ms(forward, args.iters):.3f}, "
           f"forward under no_grad {host_ms(forward_nograd, args.iters):.3f}")

@@ -69,17 +69,19 @@ def _keep_code(keep_intermediates):
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                            state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, chunk_indices=None,
-                           cp_context=None, keep_intermediates="t", **kwargs):
+                           cp_context=None, keep_intermediates=False, **kwargs):
     """Chunked forward (and, through autograd, backward) of the gated delta rule -> (o, final_state).
 
     keep_intermediates (CUDA, when a gradient is needed): what the forward keeps for the backward,
     held until then.
-      "t" (default): the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128;
-        FLA's forward keeps its A alike). The backward reruns the forward's state pass, with w and u
-        formed from T by two GEMMs a chunk instead of a second inverse.
+      False or None (default): nothing: the backward reruns the forward's kernels whole; the least
+        memory.
+      "t": the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128; what FLA's
+        forward keeps as A). The backward reruns the forward's state pass, with w and u formed from
+        T by two GEMMs a chunk instead of a second inverse: on an H200 the backward ~2% faster, the
+        forward ~5% slower (T written), forward + backward ~0.7% faster (docs/perf/gdn_chunk_bwd.md).
       True or "all": also w, gamma, v_new and every chunk's start state (at K = V = 128 about 4.5x
-        the bytes of v): the backward reruns none of the forward's kernels; the fastest.
-      False or None: nothing: the backward reruns the forward's kernels whole; the least memory."""
+        the bytes of v): the backward reruns none of the forward's kernels; the fastest."""
     state_v_first = _state_v_first(state_v_first, kwargs)
     if cp_context is not None:
         raise NotImplementedError("attnkit: cp_context (context parallelism) is not supported")

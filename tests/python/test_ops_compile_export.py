@@ -159,8 +159,8 @@ def test_compile_keeps_gdn_intermediates_for_the_backward():
     def f(q, k, v, g, beta, keep):
         return attnkit.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True, keep_intermediates=keep)
 
-    # Everything kept (compiled) against nothing (eager): the same bits. T alone kept (the
-    # default), compiled against eager: the same kernels, the same bits.
+    # Everything kept (compiled) against nothing (eager): the same bits. T alone kept, compiled
+    # against eager: the same kernels, the same bits.
     for keep_compiled, keep_eager in ((True, False), ("t", "t")):
         torch._dynamo.reset()
         o_c, s_c = torch.compile(lambda *a: f(*a, keep=keep_compiled), fullgraph=True)(*leaves)

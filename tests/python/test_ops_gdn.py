@@ -225,7 +225,7 @@ def test_cuda_chunk_backward_matches_cpu(K, options, varlen):
     o_shape = (B, T, 4, K)
     do, dht = torch.randn(o_shape), torch.randn(N, 4, K, K)
 
-    def grads(device, dtype, keep="t"):
+    def grads(device, dtype, keep=False):
         ls = {n: (t.to(dtype) if t.dtype == torch.bfloat16 else t.double() if dtype == torch.float64 else t)
               .to(device).requires_grad_() for n, t in leaves.items()}
         ex = {n: (t.double() if dtype == torch.float64 else t).to(device).requires_grad_() for n, t in extra.items()}
@@ -237,9 +237,9 @@ def test_cuda_chunk_backward_matches_cpu(K, options, varlen):
         return dict(zip(list(ls) + list(ex), (g.double().cpu() for g in gs)))
 
     want = grads("cpu", torch.float64)
-    got = grads("cuda", torch.bfloat16, keep=False)  # the backward reruns the forward's kernels
+    got = grads("cuda", torch.bfloat16)  # the backward reruns the forward's kernels (the default)
     kept = grads("cuda", torch.bfloat16, keep=True)  # ... reads all the forward's intermediates
-    kept_t = grads("cuda", torch.bfloat16)  # ... forms w and u from the forward's T (the default)
+    kept_t = grads("cuda", torch.bfloat16, keep="t")  # ... forms w and u from the forward's T
     tol = dict(q=0.008, k=0.008, v=0.008, h0=0.008, beta=0.02, g=0.02, A_log=0.02, dt_bias=0.02)
     for name, w in want.items():
         for result in (got, kept, kept_t):
