@@ -51,7 +51,7 @@ struct GdnFwdParams {
   TensorView final_state;  // optional fp32 output
   Workspace workspace;     // CUDA: gdn_forward_workspace_size() bytes, 256-byte aligned (w, u, gamma)
   // Optional (training): where the forward keeps what the backward would otherwise recompute —
-  // gdn_intermediates_size(in) bytes, 256-byte aligned. Hand the same buffer, untouched, to
+  // gdn_intermediates_size(in, keep) bytes, 256-byte aligned. Hand the same buffer, untouched, to
   // gdn_backward of the same inputs (GdnBwdParams::intermediates). Absent: inference, or a
   // backward that reruns the forward's kernels (less memory, more time). keep: what it holds.
   Workspace intermediates;
