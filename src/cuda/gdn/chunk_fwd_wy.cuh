@@ -238,19 +238,27 @@ struct WyChunk {
     if (tid == 0) tma_store_wait<0>();
   }
 
+  // Both runs' start: the chunk's K and V rows in (issue_rows, wait_rows), warp 0's gates loaded
+  // while they land and `meanwhile()` (run_from_t's T) between; landed and visible on return.
+  template <class F>
+  CUTE_DEVICE void land_rows(int valid, float (&g2)[2], uint32_t (&b2)[2], F&& meanwhile) const {
+    if (kTma && tid == 0) chunk_smem<typename T::WyStorage>().seq = it.n, chunk_smem<typename T::WyStorage>().chunk = j;
+    issue_rows(valid);
+    if (tid / 32 == 0) load_gates(g2, b2);  // their latency overlaps the copies'
+    meanwhile();
+    wait_rows(valid);
+    cutlass::arch::fence_view_async_shared();
+    sync();
+  }
+
   CUTE_DEVICE void run() {
     auto& sm = chunk_smem<typename T::WyStorage>();
     Tensor sK = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});  // [C, DK]
     const int valid = it.valid_rows(j);
-    if (kTma && tid == 0) sm.seq = it.n, sm.chunk = j;
-    issue_rows(valid);
     const int warp = tid / 32;
     float g2[2];
     uint32_t b2[2];
-    if (warp == 0) load_gates(g2, b2);  // their latency overlaps the copies'
-    wait_rows(valid);
-    cutlass::arch::fence_view_async_shared();
-    sync();
+    land_rows(valid, g2, b2, [] {});
 
     typename T::MmaS mma_s;
     auto thr_s = mma_s.get_thread_slice(tid);
@@ -371,12 +379,9 @@ struct WyChunk {
     auto& sm = chunk_smem<typename T::WyStorage>();
     Tensor sK = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});  // [C, DK]
     const int valid = it.valid_rows(j);
-    if (kTma && tid == 0) sm.seq = it.n, sm.chunk = j;
-    issue_rows(valid);
     const int warp = tid / 32;
     float g2[2];
     uint32_t b2[2];
-    if (warp == 0) load_gates(g2, b2);
     // The operands' registers hold T's (r, c) as MmaS's [C, C] accumulator would (run()'s tKK):
     // this thread's rows r0 and r0 + 8, column pairs (c, c + 1). Loaded while K and V land; rows
     // past the sequence end and pairs above the diagonal (T's zeros) are not read.
@@ -386,7 +391,7 @@ struct WyChunk {
     using AccLayout = decltype(partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{}).layout());
     constexpr int kPairs = decltype(size(cS))::value / 2;
     uint32_t t_pair[kPairs];  // 16-bit (T_rc, T_r,c+1)
-    {
+    land_rows(valid, g2, b2, [&] {
       const int r0 = get<0>(cS(0));
       const Element* t_rows = static_cast<const Element*>(a.tmat.ptr);
       const Element* row[2] = {t_rows + it.row(a.tmat, t0() + r0, it.hv), t_rows + it.row(a.tmat, t0() + r0 + 8, it.hv)};
@@ -395,10 +400,7 @@ struct WyChunk {
         const int r = get<0>(cS(i)), c = get<1>(cS(i));
         t_pair[i / 2] = r < valid && c <= r ? __ldg(reinterpret_cast<const unsigned*>(row[(r - r0) / 8] + c)) : 0u;
       }
-    }
-    wait_rows(valid);
-    cutlass::arch::fence_view_async_shared();
-    sync();
+    });
     {
       const float n = a.l2norm ? l2_inverse_norm<kDK, 2>(sK, tid / 2, tid % 2) : 1.f;
       if (tid % 2 == 0) sm.knorm[tid / 2] = n;
