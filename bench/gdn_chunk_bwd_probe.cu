@@ -3,9 +3,10 @@
 // times the backward with events (median; and the host's time to issue it) and gives ncu a short
 // process to profile. The forward runs once beforehand to fill the intermediates when they are kept.
 //
-//   gdn_chunk_bwd_probe B T H [reps [kept]]   K = V = 128, bf16, l2norm, scalar gate, h0, dht;
+//   gdn_chunk_bwd_probe B T H [reps [kept|t]] K = V = 128, bf16, l2norm, scalar gate, h0, dht;
 //                                             kept: the forward's intermediates handed to the
 //                                             backward (else it reruns the forward's kernels);
+//                                             t: T alone kept (GdnKeep::kT);
 //                                             PROBE_SEGMENTS: num_segments of both (the split);
 //                                             PROBE_SEQS=N (B = 1): a packed batch of N sequences
 //                                             of random lengths summing to T (issue 6's varlen
@@ -17,7 +18,7 @@
 //   gdn_chunk_bwd_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                             with empty and 1-token sequences, GVA, several items
 //                                             per persistent CTA (1024 items in one); rerun and
-//                                             kept; do's rows misaligned, for the copy paths), each one's
+//                                             kept, then T kept; do's rows misaligned, for the copy paths), each one's
 //                                             gradients dumped as float32 to PREFIX.<i>.<name>;
 //                                             bench/gdn_chunk_bwd_probe_cmp.py compares two builds
 // Not a test: the GPU tests (tests/cpp/gdn_chunk_bwd_gpu_test.cpp) check against the CPU backend.
@@ -45,6 +46,7 @@ struct Case {
   std::vector<int64_t> seqlens;  // varlen when not empty (B = 1, T = sum)
   bool kept = false;             // the forward's intermediates handed to the backward
   bool misaligned_dout = false;  // do's rows 2 bytes off 16-byte alignment: the kernels' copy paths
+  GdnKeep keep = GdnKeep::kAll;  // with kept: what the forward keeps
 };
 
 uint16_t to16(float x, DType dt) { return dt == DType::kFloat16 ? float_to_fp16_bits(x) : float_to_bf16_bits(x); }
@@ -165,7 +167,8 @@ double run_case(const Case& c, int reps, const std::string& prefix, double* fwd_
   const size_t fws = cuda::gdn_forward_workspace_size(f);
   f.workspace = {buf(nullptr, fws), fws};
   if (c.kept) {
-    const size_t bytes = cuda::gdn_intermediates_size(in);
+    f.keep = c.keep;
+    const size_t bytes = cuda::gdn_intermediates_size(in, c.keep);
     f.intermediates = {buf(nullptr, bytes), bytes};
   }
   check(cuda::gdn_forward(f), "gdn_forward");
@@ -189,6 +192,7 @@ double run_case(const Case& c, int reps, const std::string& prefix, double* fwd_
   b.dg = per_token(buf(nullptr, ng * 4), DType::kFloat32);
   b.dinitial_state = state(buf(nullptr, ns * 4));
   b.intermediates = f.intermediates;
+  b.keep = f.keep;
   const size_t bws = cuda::gdn_backward_workspace_size(b);
   b.workspace = {buf(nullptr, bws), bws};
 
@@ -221,6 +225,13 @@ int main(int argc, char** argv) {
     // 1024 items: several a CTA for every persistent kernel (~4 for two CTAs an SM, ~8 for one),
     // so each CTA's stage barriers pass through both phases.
     cases.push_back({DType::kBFloat16, 64, 2, 4096, 8, 8, {}, false});
+    // T alone kept (after the others, so that their numbers stay those of older builds).
+    for (size_t i = 5; i < 10; ++i) {  // the kept cases again, T alone kept
+      Case t = cases[i];
+      t.keep = GdnKeep::kT;
+      cases.push_back(t);
+    }
+    cases.push_back({DType::kBFloat16, 128, 1, 0, 2, 4, {1, 130, 64, 63}, true, true, GdnKeep::kT});
     for (auto& c : cases)
       for (int64_t l : c.seqlens) c.T += l;
     for (size_t i = 0; i < cases.size(); ++i) run_case(cases[i], 1, std::string(argv[2]) + "." + std::to_string(i));
@@ -232,7 +243,8 @@ int main(int argc, char** argv) {
   c.T = argc > 2 ? std::atoll(argv[2]) : 8192;
   c.H = c.HV = argc > 3 ? std::atoll(argv[3]) : 16;
   const int reps = argc > 4 ? std::atoi(argv[4]) : 20;
-  c.kept = argc > 5 && std::string(argv[5]) == "kept";
+  c.kept = argc > 5 && (std::string(argv[5]) == "kept" || std::string(argv[5]) == "t");
+  if (c.kept && std::string(argv[5]) == "t") c.keep = GdnKeep::kT;
   if (const char* seqs = std::getenv("PROBE_SEQS")) {  // N - 1 distinct cut points in 1 .. T - 1
     const int64_t n = std::atoll(seqs);
     if (c.B != 1 || n < 1 || n > c.T) {
@@ -262,6 +274,6 @@ int main(int argc, char** argv) {
   std::printf("B%lld T%lld H%lld%s K=V=128 bf16 backward%s: %.4f ms (host %.4f ms to issue it), its forward %.4f ms (medians of %d)\n",
               (long long)c.B, (long long)c.T, (long long)c.H,
               c.seqlens.empty() ? "" : (" varlen " + std::to_string(c.seqlens.size()) + " seqs").c_str(),
-              c.kept ? " (kept intermediates)" : "", ms, host_ms, fwd_ms, reps);
+              !c.kept ? "" : c.keep == GdnKeep::kT ? " (T kept)" : " (kept intermediates)", ms, host_ms, fwd_ms, reps);
   return 0;
 }

@@ -2,12 +2,13 @@
 case (default B4 T8192 H16, K = V = 128, l2norm, initial and final state) under torch.profiler,
 per-kernel CUDA time summed over --iters iterations and divided by them.
 
-    python3 bench/profile_gdn_bwd.py [--B 4 --T 8192 --H 16] [--seqs N] [--iters 10] [--keep]
+    python3 bench/profile_gdn_bwd.py [--B 4 --T 8192 --H 16] [--seqs N] [--iters 10] [--keep t|all|none]
 
 --seqs N: a packed (varlen) batch of N sequences of random lengths summing to T (B = 1), as
 bench_gdn_chunk_bwd.py's varlen case draws them.
 
---keep: the forward keeps its intermediates (keep_intermediates=True), the backward reruns nothing.
+--keep: what the forward keeps for the backward (chunk_gated_delta_rule's keep_intermediates): none
+(the default: the backward reruns the forward whole), t (T), all (the backward reruns nothing).
 --timeline: also the kernels of the last profiled step in the order they ran, each with its start
 (from the step's first kernel), its duration and the idle gap before it.
 Also printed: the elapsed time per step and the host's time to issue one (a step whose host time
@@ -21,6 +22,9 @@ from torch.profiler import ProfilerActivity, profile
 
 import attnkit
 from bench_gdn_chunk import D, make_inputs
+
+
+KEEP = {"t": "t", "all": True, "none": False}  # --keep -> keep_intermediates
 
 
 def make_step(B, T, H, keep, dev="cuda", seqs=None):
@@ -48,13 +52,13 @@ def main():
     ap.add_argument("--T", type=int, default=8192)
     ap.add_argument("--H", type=int, default=16)
     ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--keep", choices=("none", "t", "all"), default="none")
     ap.add_argument("--timeline", action="store_true", help="the last step's kernels in order, with the gaps between them")
     ap.add_argument("--seqs", type=int, default=None, help="a packed batch of this many sequences (B = 1)")
     args = ap.parse_args()
     if args.seqs and args.B != 1:
         ap.error(f"--seqs packs one batch entry: --B 1 expected, got {args.B}")
-    _, step = make_step(args.B, args.T, args.H, args.keep, seqs=args.seqs)
+    _, step = make_step(args.B, args.T, args.H, KEEP[args.keep], seqs=args.seqs)
 
     for _ in range(3):
         step()
@@ -89,7 +93,7 @@ def main():
             name = short_name(e)
             totals[name] = totals.get(name, 0.0) + e.device_time / 1000.0
     total = sum(totals.values()) / args.iters
-    print(f"B{args.B} T{args.T} H{args.H}{f' varlen {args.seqs} seqs' if args.seqs else ''}{' kept' if args.keep else ''}: {total:.3f} ms of kernels per forward + backward,"
+    print(f"B{args.B} T{args.T} H{args.H}{f' varlen {args.seqs} seqs' if args.seqs else ''}{'' if args.keep == 'none' else ' keep ' + args.keep}: {total:.3f} ms of kernels per forward + backward,"
           f" {elapsed:.3f} ms elapsed (median of {args.iters})")
     for name, ms in sorted(totals.items(), key=lambda x: -x[1]):
         print(f"  {ms / args.iters:8.4f} ms  {name}")

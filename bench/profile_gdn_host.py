@@ -4,7 +4,7 @@ CPU activities: self CPU time per step of each op and CUDA runtime call, largest
 host time to issue the forward op alone and a whole step (no waits inside), and the cost of one
 cudaGetDriverEntryPointByVersion lookup (CUTLASS does one per TMA descriptor it encodes).
 
-    python3 bench/profile_gdn_host.py [--B 1 --T 8192 --H 4] [--iters 20] [--keep] [--top 25]
+    python3 bench/profile_gdn_host.py [--B 1 --T 8192 --H 4] [--iters 20] [--keep t|all|none] [--top 25]
 """
 import argparse, ctypes, ctypes.util, glob, os, sys, time
 
@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from profile_gdn_bwd import make_step
+from profile_gdn_bwd import KEEP, make_step
 
 
 def median(xs):
@@ -69,10 +69,10 @@ def main():
     ap.add_argument("--T", type=int, default=8192)
     ap.add_argument("--H", type=int, default=4)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--keep", choices=("none", "t", "all"), default="none")
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
-    forward, step = make_step(args.B, args.T, args.H, args.keep)
+    forward, step = make_step(args.B, args.T, args.H, KEEP[args.keep])
 
     def forward_nograd():
         with torch.no_grad():
@@ -81,7 +81,7 @@ def main():
     for _ in range(3):
         step()
     torch.cuda.synchronize()
-    name = f"B{args.B} T{args.T} H{args.H}{' kept' if args.keep else ''}"
+    name = f"B{args.B} T{args.T} H{args.H}{'' if args.keep == 'none' else ' keep ' + args.keep}"
     print(f"{name}: host ms to issue (median of {args.iters}, GPU idle at the start): forward + backward "
           f"{host_ms(step, args.iters):.3f}, forward with autograd {host_ms(forward, args.iters):.3f}, "
           f"forward under no_grad {host_ms(forward_nograd, args.iters):.3f}")

@@ -206,26 +206,33 @@ void bench_gdn_gpu(int reps, std::vector<Row>& rows) {
   const double ms_bwd = median_event_ms(reps, [&] { return gdn_backward(b); });
   rows.push_back({"gdn chunk bwd [gpu]", "B4 T8192 H16 K=V=128 bf16", ms_bwd, fmt("%.3f Mtok/s", B * T / ms_bwd / 1e3)});
 
-  // A training forward keeping its intermediates, and the backward reading them (no rerun).
-  void *kept, *kws, *kbws;
-  const size_t kept_bytes = gdn_intermediates_size(p.in);
-  cudaMalloc(&kept, kept_bytes);
-  GdnFwdParams pk = p;
-  pk.intermediates = {kept, kept_bytes};
-  const size_t kws_bytes = gdn_forward_workspace_size(pk);
-  cudaMalloc(&kws, kws_bytes);
-  pk.workspace = {kws, kws_bytes};
-  const double ms_fk = median_event_ms(reps, [&] { return gdn_forward(pk); });
-  rows.push_back({"gdn chunk fwd, kept [gpu]", "B4 T8192 H16 K=V=128 bf16", ms_fk,
-                  fmt("%.3f Mtok/s", B * T / ms_fk / 1e3) + fmt(", keeps %.0f MB", kept_bytes / 1e6)});
-  GdnBwdParams bk = b;
-  bk.intermediates = pk.intermediates;
-  const size_t kbws_bytes = gdn_backward_workspace_size(bk);
-  cudaMalloc(&kbws, kbws_bytes);
-  bk.workspace = {kbws, kbws_bytes};
-  const double ms_bk = median_event_ms(reps, [&] { return gdn_backward(bk); });
-  rows.push_back({"gdn chunk bwd, kept [gpu]", "B4 T8192 H16 K=V=128 bf16", ms_bk, fmt("%.3f Mtok/s", B * T / ms_bk / 1e3)});
-  for (void* ptr : {dq, dk, dvv, dgd, dbd, bws, kept, kws, kbws}) cudaFree(ptr);
+  // A training forward keeping its intermediates (all, then T alone: GdnKeep::kT), and the
+  // backward reading them (no rerun; with T alone, the rerun's w and u from T).
+  std::vector<void*> kept_buffers;
+  auto device_buffer = [&](size_t bytes) {
+    void* ptr = nullptr;
+    cudaMalloc(&ptr, bytes);
+    kept_buffers.push_back(ptr);
+    return Workspace{ptr, bytes};
+  };
+  for (GdnKeep keep : {GdnKeep::kAll, GdnKeep::kT}) {
+    const std::string what = keep == GdnKeep::kAll ? "kept" : "T kept";
+    GdnFwdParams pk = p;
+    pk.keep = keep;
+    pk.intermediates = device_buffer(gdn_intermediates_size(p.in, keep));
+    pk.workspace = device_buffer(gdn_forward_workspace_size(pk));
+    const double ms_fk = median_event_ms(reps, [&] { return gdn_forward(pk); });
+    rows.push_back({"gdn chunk fwd, " + what + " [gpu]", "B4 T8192 H16 K=V=128 bf16", ms_fk,
+                    fmt("%.3f Mtok/s", B * T / ms_fk / 1e3) + fmt(", keeps %.0f MB", pk.intermediates.bytes / 1e6)});
+    GdnBwdParams bk = b;
+    bk.keep = keep;
+    bk.intermediates = pk.intermediates;
+    bk.workspace = device_buffer(gdn_backward_workspace_size(bk));
+    const double ms_bk = median_event_ms(reps, [&] { return gdn_backward(bk); });
+    rows.push_back({"gdn chunk bwd, " + what + " [gpu]", "B4 T8192 H16 K=V=128 bf16", ms_bk, fmt("%.3f Mtok/s", B * T / ms_bk / 1e3)});
+  }
+  for (void* ptr : {dq, dk, dvv, dgd, dbd, bws}) cudaFree(ptr);
+  for (void* ptr : kept_buffers) cudaFree(ptr);
 
   // bwd_dhu at issue 6's first shape (B2 T8192 H16, no gate and scalar gate) on the first two sequences'
   // rows: w and dv from v, do from o (values do not change the kernel's time).

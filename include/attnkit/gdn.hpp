@@ -33,16 +33,29 @@ struct GdnInputs {
   GdnAlgorithm algorithm = GdnAlgorithm::kChunked;
 };
 
+// What a training forward keeps for the backward (GdnFwdParams / GdnBwdParams::intermediates).
+enum class GdnKeep : uint8_t {
+  // w, T, v_new, gamma and each chunk's start state (at K = V = 128 about 4.5x v's bytes): the
+  // backward reruns none of the forward's kernels.
+  kAll,
+  // T alone, the chunks' (I + L)^-1 (16-bit, 64 values a token and value head: half v's bytes at
+  // V = 128; what FLA's forward keeps as A): the backward reruns the state pass, but forms w and
+  // u from T by two GEMMs a chunk instead of inverting again. Its w and u then come from T's
+  // 16-bit rounding (as FLA's do), so the gradients differ from kAll's in the last bits.
+  kT,
+};
+
 struct GdnFwdParams {
   GdnInputs in;
   TensorView out;
   TensorView final_state;  // optional fp32 output
   Workspace workspace;     // CUDA: gdn_forward_workspace_size() bytes, 256-byte aligned (w, u, gamma)
   // Optional (training): where the forward keeps what the backward would otherwise recompute —
-  // gdn_intermediates_size(in) bytes, 256-byte aligned. Hand the same buffer, untouched, to
+  // gdn_intermediates_size(in, keep) bytes, 256-byte aligned. Hand the same buffer, untouched, to
   // gdn_backward of the same inputs (GdnBwdParams::intermediates). Absent: inference, or a
-  // backward that reruns the forward's kernels (less memory, more time).
+  // backward that reruns the forward's kernels (less memory, more time). keep: what it holds.
   Workspace intermediates;
+  GdnKeep keep = GdnKeep::kAll;
   // The CUDA forward's sequence split: with too few (sequence, head) pairs to fill the GPU it
   // cuts each sequence into segments that run side by side and are stitched exactly (spec/gdn.md,
   // the affine composition). 0: chosen from the shape and the GPU's SM count; 1: never; n > 1:
@@ -63,6 +76,7 @@ struct GdnBwdParams {
   TensorView dq, dk, dv, dbeta, dg, dinitial_state, dA_log, ddt_bias;
   Workspace workspace;      // gdn_backward_workspace_size() bytes (smaller with intermediates)
   Workspace intermediates;  // optional: the forward's (GdnFwdParams::intermediates), read only
+  GdnKeep keep = GdnKeep::kAll;  // what it holds: the forward's GdnFwdParams::keep
   // Without intermediates the CUDA backward reruns the forward's kernels, with the forward's
   // sequence split (GdnFwdParams::num_segments: 0 automatic, 1 never, n segments). With the
   // same value as a training forward's, kept and rerun intermediates are the same bits. The
@@ -124,10 +138,11 @@ struct GdnBwdDhuParams {
 };
 
 // What a training forward keeps for the backward (GdnFwdParams::intermediates), in bytes: on CUDA,
-// per token and value head, w (K), T (64) and v_new (V) in 16 bits, gamma in fp32, and each
-// chunk's start state (K * V / 64 16-bit values a token) — at K = V = 128 about 4.5x the bytes of
-// v. 0 where nothing is kept (the CPU backend, or inputs the CUDA path refuses): pass none then.
-size_t gdn_intermediates_size(const GdnInputs& in);
+// with kAll per token and value head, w (K), T (64) and v_new (V) in 16 bits, gamma in fp32, and
+// each chunk's start state (K * V / 64 16-bit values a token) — at K = V = 128 about 4.5x the bytes
+// of v; with kT the 64 16-bit values of T alone. 0 where nothing is kept (the CPU backend, or
+// inputs the CUDA path refuses): pass none then.
+size_t gdn_intermediates_size(const GdnInputs& in, GdnKeep keep = GdnKeep::kAll);
 size_t gdn_forward_workspace_size(const GdnFwdParams& p);
 size_t gdn_backward_workspace_size(const GdnBwdParams& p);
 size_t gdn_bwd_dhu_workspace_size(const GdnBwdDhuParams& p);

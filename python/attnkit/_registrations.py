@@ -151,11 +151,14 @@ def _gdn_out(q, v):
     return q.new_empty((*q.shape[:2], v.shape[2], v.shape[3]))
 
 
-def _gdn_intermediates_bytes(q, v, gk, cu_seqlens):
-    """gdn_intermediates_size() (src/cuda/gdn/chunk_host.hpp's Intermediates): w [rows, HV, K],
-    T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), each chunk's start
-    state [slots, HV, K, V] (16-bit), every buffer rounded up to 256 bytes. 0 where the CUDA chunked
-    forward keeps nothing (the CPU; inputs it refuses, which then fail in the op itself)."""
+def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep):
+    """gdn_intermediates_size() (src/cuda/gdn/chunk_host.hpp's Intermediates): keep 2 (all): w [rows,
+    HV, K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), each chunk's
+    start state [slots, HV, K, V] (16-bit); keep 1: T alone; every buffer rounded up to 256 bytes. 0
+    with keep 0 or where the CUDA chunked forward keeps nothing (the CPU; inputs it refuses, which
+    then fail in the op itself)."""
+    if not keep:
+        return 0
     B, T, K = q.shape[0], q.shape[1], q.shape[3]
     HV, V = v.shape[2], v.shape[3]
     if q.device.type != "cuda" or gk is not None or q.dtype not in (torch.bfloat16, torch.float16) or K != V \
@@ -167,6 +170,8 @@ def _gdn_intermediates_bytes(q, v, gk, cu_seqlens):
     def round256(n):
         return (n + 255) // 256 * 256
 
+    if keep == 1:
+        return round256(rows * HV * 64 * 2)
     return (round256(rows * HV * K * 2) + round256(rows * HV * 64 * 2) + round256(rows * HV * V * 2) +
             round256(rows * HV * 4) + round256(slots * HV * K * V * 2))
 
@@ -174,9 +179,11 @@ def _gdn_intermediates_bytes(q, v, gk, cu_seqlens):
 @torch.library.register_fake("attnkit::gdn_chunk_fwd")
 def _gdn_chunk_fwd_fake(q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None, initial_state=None,
                         cu_seqlens=None, scale=None, state_v_first=False, use_qk_l2norm=False,
-                        beta_is_logit=False, output_final_state=False, keep_intermediates=False):
+                        beta_is_logit=False, output_final_state=False, keep=0):
+    if keep not in (0, 1, 2):
+        raise ValueError(f"attnkit: keep: expected 0 (nothing), 1 (T) or 2 (all), got {keep}")
     out = _gdn_out(q, v)
-    kept = _gdn_intermediates_bytes(q, v, gk, cu_seqlens) if keep_intermediates else 0
+    kept = _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep)
     intermediates = q.new_empty((kept,), dtype=torch.uint8)
     if not output_final_state:
         return out, q.new_empty((0,), dtype=_F32), intermediates
@@ -223,7 +230,7 @@ def _gdn_bwd_dhu_fake(q, k, w, dout, dv, g=None, gk=None, dht=None, cu_seqlens=N
 
 
 # gdn_chunk_fwd / gdn_recurrent arguments: q k v beta g gk A_log dt_bias initial_state cu_seqlens, then
-# scale state_v_first use_qk_l2norm beta_is_logit [output_final_state keep_intermediates]; outputs
+# scale state_v_first use_qk_l2norm beta_is_logit [output_final_state keep]; outputs
 # (out, final_state[, intermediates]).
 _GDN_TENSORS = 10
 
@@ -238,6 +245,7 @@ def _gdn_setup(ctx, inputs, output):
     ctx.options = inputs[_GDN_TENSORS:_GDN_TENSORS + 4]
     ctx.n_inputs = len(inputs)
     ctx.returns_final_state = len(inputs) == _GDN_TENSORS + 4 or inputs[_GDN_TENSORS + 4]
+    ctx.keep = inputs[_GDN_TENSORS + 5] if kept is not None else 0  # what the intermediates hold
 
 
 def _gdn_backward(ctx, dout, dfinal_state, *unused):  # unused: intermediates' (no) gradient
@@ -247,7 +255,7 @@ def _gdn_backward(ctx, dout, dfinal_state, *unused):  # unused: intermediates' (
     if dout is None:  # only the final state reaches the loss
         dout = q.new_zeros((*q.shape[:2], *v.shape[2:]))
     dq, dk, dv, dbeta, dg, dh0, dA_log, ddt_bias = ops.gdn_chunk_bwd(
-        dout, dfinal_state, q, k, v, beta, g, gk, A_log, dt_bias, h0, cu_seqlens, *ctx.options, intermediates=kept)
+        dout, dfinal_state, q, k, v, beta, g, gk, A_log, dt_bias, h0, cu_seqlens, *ctx.options, intermediates=kept, keep=ctx.keep)
     grads = [dq, dk, dv, dbeta,
              dg if g is not None else None,
              dg if gk is not None else None,

@@ -55,16 +55,33 @@ def _refuse_unknown(kwargs):
         raise TypeError(f"attnkit: unexpected keyword arguments {sorted(unknown)}")
 
 
+def _keep_code(keep_intermediates):
+    """chunk_gated_delta_rule's keep_intermediates -> the op's keep: 0 nothing, 1 T, 2 all."""
+    if keep_intermediates is None or keep_intermediates is False:
+        return 0
+    if keep_intermediates is True or keep_intermediates == "all":
+        return 2
+    if keep_intermediates == "t":
+        return 1
+    raise ValueError(f'attnkit: keep_intermediates: expected "t", True / "all" or False / None, got {keep_intermediates!r}')
+
+
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                            state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, chunk_indices=None,
                            cp_context=None, keep_intermediates=False, **kwargs):
     """Chunked forward (and, through autograd, backward) of the gated delta rule -> (o, final_state).
 
-    keep_intermediates (CUDA, when a gradient is needed): the forward keeps what the backward would
-    otherwise recompute (w, T, gamma, v_new and every chunk's start state; at K = V = 128 about 4.5x
-    the bytes of v, held until the backward), so the backward skips rerunning the forward's kernels.
-    Off by default: FLA's memory footprint, at the cost of that rerun."""
+    keep_intermediates (CUDA, when a gradient is needed): what the forward keeps for the backward,
+    held until then.
+      False or None (default): nothing: the backward reruns the forward's kernels whole; the least
+        memory.
+      "t": the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128; what FLA's
+        forward keeps as A). The backward reruns the forward's state pass, with w and u formed from
+        T by two GEMMs a chunk instead of a second inverse: on an H200 the backward ~2% faster, the
+        forward ~5% slower (T written), forward + backward ~0.7% faster (docs/perf/gdn_chunk_bwd.md).
+      True or "all": also w, gamma, v_new and every chunk's start state (at K = V = 128 about 4.5x
+        the bytes of v): the backward reruns none of the forward's kernels; the fastest."""
     state_v_first = _state_v_first(state_v_first, kwargs)
     if cp_context is not None:
         raise NotImplementedError("attnkit: cp_context (context parallelism) is not supported")
@@ -76,8 +93,10 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     gk = kwargs.get("gk")
     if gk is not None and g is not None:
         raise ValueError("attnkit: give either g or gk, not both")
-    keep = keep_intermediates and torch.is_grad_enabled() and any(
-        t is not None and t.requires_grad for t in (q, k, v, beta, g, gk, A_log, dt_bias, initial_state))
+    keep = _keep_code(keep_intermediates)  # checked even where nothing will be kept
+    if not (torch.is_grad_enabled() and any(
+            t is not None and t.requires_grad for t in (q, k, v, beta, g, gk, A_log, dt_bias, initial_state))):
+        keep = 0
     o, final_state, _ = _registrations.run(
         _registrations.GdnChunkFunction, torch.ops.attnkit.gdn_chunk_fwd,
         q, k, v, beta, g, gk, A_log, dt_bias, initial_state, cu_seqlens, scale,

@@ -4,8 +4,9 @@
 // q, k [B, T, H, K]; v [B, T, HV, V]; beta, g [B, T, HV]; gk [B, T, HV, K]; varlen: B == 1 and
 // cu_seqlens int64 [N+1]. States fp32 [N, HV, K, V] ([N, HV, V, K] with state_v_first).
 //   gdn_chunk_fwd   -> (out [B, T, HV, V], final_state or an empty tensor when not asked for,
-//                       intermediates: uint8 [gdn_intermediates_size()] with keep_intermediates,
-//                       what the backward then need not recompute; else, or on the CPU, empty)
+//                       intermediates: uint8 [gdn_intermediates_size()] with keep (1: T alone,
+//                       2: everything), what the backward then need not recompute; with keep 0,
+//                       or on the CPU, empty; the backward takes them with the same keep)
 //   gdn_chunk_bwd   -> gradients of every input given (an empty tensor for those not given)
 //   gdn_recurrent   -> the token recurrence on a copy of the state: (out, final_state)
 //   gdn_recurrent_  -> decode into a state pool in place (serving): out
@@ -61,11 +62,17 @@ at::Tensor empty_like_or_absent(const OptTensor& t, const at::Tensor& like) {
   return t ? at::empty(t->sizes(), t->options()) : absent_output(like);
 }
 
+// The ops' `keep`: 0 nothing kept, 1 T alone (GdnKeep::kT), 2 everything (GdnKeep::kAll).
+GdnKeep keep_kind(int64_t keep) {
+  TORCH_CHECK_VALUE(keep >= 0 && keep <= 2, "attnkit: keep: expected 0 (nothing), 1 (T) or 2 (all), got ", keep);
+  return keep == 1 ? GdnKeep::kT : GdnKeep::kAll;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> gdn_chunk_fwd(
     const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, const OptTensor& g,
     const OptTensor& gk, const OptTensor& A_log, const OptTensor& dt_bias, const OptTensor& initial_state,
     const OptTensor& cu_seqlens, std::optional<double> scale, bool state_v_first, bool use_qk_l2norm,
-    bool beta_is_logit, bool output_final_state, bool keep_intermediates) {
+    bool beta_is_logit, bool output_final_state, int64_t keep) {
   const GdnTensors t(q, k, v, beta, g, gk, A_log, dt_bias, initial_state, cu_seqlens);
   c10::DeviceGuard guard(t.q.device());
   GdnFwdParams p;
@@ -75,7 +82,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gdn_chunk_fwd(
   p.out = view_of(out, "out");
   if (output_final_state) p.final_state = view_of(final_state, "final_state");
   p.stream = current_stream(t.q.device());
-  const size_t kept = keep_intermediates ? gdn_intermediates_size(p.in) : 0;
+  p.keep = keep_kind(keep);
+  const size_t kept = keep ? gdn_intermediates_size(p.in, p.keep) : 0;
   at::Tensor intermediates = at::empty({static_cast<int64_t>(kept)}, t.q.options().dtype(at::kByte));
   if (kept) p.intermediates = {intermediates.data_ptr(), kept};
   at::Tensor scratch;
@@ -91,7 +99,8 @@ GdnGrads gdn_chunk_bwd(const at::Tensor& dout, const OptTensor& dfinal_state, co
                        const at::Tensor& k, const at::Tensor& v, const at::Tensor& beta, const OptTensor& g,
                        const OptTensor& gk, const OptTensor& A_log, const OptTensor& dt_bias,
                        const OptTensor& initial_state, const OptTensor& cu_seqlens, std::optional<double> scale,
-                       bool state_v_first, bool use_qk_l2norm, bool beta_is_logit, const OptTensor& intermediates) {
+                       bool state_v_first, bool use_qk_l2norm, bool beta_is_logit, const OptTensor& intermediates,
+                       int64_t keep) {
   const GdnTensors t(q, k, v, beta, g, gk, A_log, dt_bias, initial_state, cu_seqlens);
   const at::Tensor dout_u = unit_last(dout);
   const OptTensor dht = unit_last(dfinal_state);
@@ -113,7 +122,9 @@ GdnGrads gdn_chunk_bwd(const at::Tensor& dout, const OptTensor& dfinal_state, co
   if (t.initial_state) p.dinitial_state = view_of(dh0, "dinitial_state");
   if (t.A_log) p.dA_log = view_of(dA_log, "dA_log");
   if (t.dt_bias) p.ddt_bias = view_of(ddt_bias, "ddt_bias");
-  if (intermediates && intermediates->numel() > 0) {  // the forward's, with keep_intermediates
+  p.keep = keep_kind(keep);
+  if (intermediates && intermediates->numel() > 0) {  // the forward's, with its keep
+    TORCH_CHECK_VALUE(keep != 0, "attnkit.gdn_chunk_bwd: keep: the forward's intermediates come with its keep (1 or 2), got 0");
     TORCH_CHECK_VALUE(intermediates->scalar_type() == at::kByte && intermediates->is_contiguous() &&
                           intermediates->device() == t.q.device(),
                       "attnkit.gdn_chunk_bwd: intermediates: expected the forward's contiguous uint8 tensor on q's device");
@@ -239,11 +250,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> gdn_bwd_dhu_op(const at::Tensor& 
 TORCH_LIBRARY_FRAGMENT(attnkit, m) {
   m.set_python_module("attnkit._registrations");
   m.def("gdn_chunk_fwd(" ATTNKIT_GDN_INPUTS "Tensor? initial_state=None, Tensor? cu_seqlens=None, " ATTNKIT_GDN_OPTIONS
-        ", bool output_final_state=False, bool keep_intermediates=False) -> (Tensor out, Tensor final_state, "
+        ", bool output_final_state=False, int keep=0) -> (Tensor out, Tensor final_state, "
         "Tensor intermediates)");
   m.def("gdn_chunk_bwd(Tensor dout, Tensor? dfinal_state, " ATTNKIT_GDN_INPUTS
         "Tensor? initial_state=None, Tensor? cu_seqlens=None, " ATTNKIT_GDN_OPTIONS
-        ", Tensor? intermediates=None) -> (Tensor dq, Tensor dk, Tensor dv, Tensor dbeta, Tensor dg, Tensor dinitial_state, Tensor dA_log, "
+        ", Tensor? intermediates=None, int keep=0) -> (Tensor dq, Tensor dk, Tensor dv, Tensor dbeta, Tensor dg, Tensor dinitial_state, Tensor dA_log, "
         "Tensor ddt_bias)");
   m.def("gdn_recurrent(" ATTNKIT_GDN_INPUTS "Tensor? initial_state=None, Tensor? cu_seqlens=None, " ATTNKIT_GDN_OPTIONS
         ") -> (Tensor out, Tensor final_state)");

@@ -47,9 +47,10 @@ size_t attention_backward_workspace_size(const AttentionBwdParams& p) {
 size_t flex_backward_workspace_size(const FlexBwdParams& p) {
   return p.q.device.type == DeviceType::kCUDA ? cuda::flex_backward_workspace_size(p) : 0;
 }
-// The CUDA chunked forward can keep its WY pieces, v_new and chunk start states for the backward.
-size_t gdn_intermediates_size(const GdnInputs& in) {
-  return in.q.device.type == DeviceType::kCUDA ? cuda::gdn_intermediates_size(in) : 0;
+// The CUDA chunked forward can keep its WY pieces, v_new and chunk start states (or T alone) for
+// the backward.
+size_t gdn_intermediates_size(const GdnInputs& in, GdnKeep keep) {
+  return in.q.device.type == DeviceType::kCUDA ? cuda::gdn_intermediates_size(in, keep) : 0;
 }
 // The CUDA chunked forward keeps its WY kernel's w, u and gamma in the workspace.
 size_t gdn_forward_workspace_size(const GdnFwdParams& p) {

@@ -107,17 +107,20 @@ Status num_segments(int n) {
   return InvalidArgument("num_segments: expected 0 (automatic), 1 (no split) or a segment count, got " + std::to_string(n));
 }
 
-// The forward's kept intermediates: absent, or exactly gdn_intermediates_size() bytes (a buffer sized
-// for other inputs is caught here), 256-byte aligned.
-Status intermediates(const Workspace& w, const GdnInputs& in) {
+// The forward's kept intermediates: absent, or exactly gdn_intermediates_size(in, keep) bytes (a
+// buffer sized for other inputs, or for the other GdnKeep, is caught here), 256-byte aligned.
+Status intermediates(const Workspace& w, const GdnInputs& in, GdnKeep keep) {
+  if (keep != GdnKeep::kAll && keep != GdnKeep::kT)
+    return InvalidArgument("keep: expected GdnKeep::kAll or GdnKeep::kT, got " + std::to_string(static_cast<int>(keep)));
   if (!w.data) return Status::Ok();
-  const size_t need = gdn_intermediates_size(in);
+  const size_t need = gdn_intermediates_size(in, keep);
   if (need == 0)
     return InvalidArgument("intermediates: nothing is kept for these inputs on this backend "
                            "(gdn_intermediates_size() is 0): pass none");
   if (w.bytes != need)
     return InvalidArgument("intermediates: expected gdn_intermediates_size() = " + std::to_string(need) +
-                           " bytes, from the forward of these same inputs; got " + std::to_string(w.bytes));
+                           " bytes (keep = " + (keep == GdnKeep::kT ? "kT" : "kAll") +
+                           "), from the forward of these same inputs; got " + std::to_string(w.bytes));
   if (reinterpret_cast<uintptr_t>(w.data) % 256 != 0)
     return InvalidArgument("intermediates: expected a 256-byte aligned pointer");
   return Status::Ok();
@@ -139,7 +142,7 @@ Status validate(const GdnFwdParams& p) {
     ATTNKIT_RETURN_IF_ERROR(check_state(p.in.initial_state, "initial_state", s.N, s, p.in.state_layout, dev, false));
   if (p.final_state.defined())
     ATTNKIT_RETURN_IF_ERROR(check_state(p.final_state, "final_state", s.N, s, p.in.state_layout, dev, true));
-  ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, p.in));
+  ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, p.in, p.keep));
   ATTNKIT_RETURN_IF_ERROR(num_segments(p.num_segments));
   return workspace(p.workspace, gdn_forward_workspace_size(p));
 }
@@ -166,7 +169,7 @@ Status validate(const GdnBwdParams& p) {
     ATTNKIT_RETURN_IF_ERROR(check_same_shape(p.dA_log, "dA_log", in.A_log, "A_log", dev));
     ATTNKIT_RETURN_IF_ERROR(check_same_shape(p.ddt_bias, "ddt_bias", in.dt_bias, "dt_bias", dev));
   }
-  ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, in));
+  ATTNKIT_RETURN_IF_ERROR(intermediates(p.intermediates, in, p.keep));
   ATTNKIT_RETURN_IF_ERROR(num_segments(p.num_segments));
   return workspace(p.workspace, gdn_backward_workspace_size(p));
 }

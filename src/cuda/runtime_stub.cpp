@@ -33,7 +33,7 @@ Status gdn_forward(const GdnFwdParams&) {
   return Unsupported("gdn_forward: this build has no CUDA kernels (configured without nvcc)");
 }
 size_t gdn_forward_workspace_size(const GdnFwdParams&) { return 0; }
-size_t gdn_intermediates_size(const GdnInputs&) { return 0; }
+size_t gdn_intermediates_size(const GdnInputs&, GdnKeep) { return 0; }
 Status gdn_backward(const GdnBwdParams&) {
   return Unsupported("gdn_backward: this build has no CUDA kernels (configured without nvcc)");
 }

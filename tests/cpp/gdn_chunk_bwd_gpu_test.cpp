@@ -62,15 +62,16 @@ struct DeviceBackward {
     return {{&a.dq, &b.dq}, {&a.dk, &b.dk}, {&a.dv, &b.dv}, {&a.dbeta, &b.dbeta}, {&a.dg, &b.dg},
             {&a.dh0, &b.dh0}, {&a.dA_log, &b.dA_log}, {&a.ddt_bias, &b.ddt_bias}};
   }
-  // Runs the forward keeping its intermediates (in a buffer poisoned with 0xff bytes) and has the
-  // backward read them instead of rerunning the forward's kernels.
-  Status keep_from_forward(const GdnData& d) {
+  // Runs the forward keeping its intermediates (all, or T alone; in a buffer poisoned with 0xff
+  // bytes) and has the backward read them instead of rerunning the forward's kernels.
+  Status keep_from_forward(const GdnData& d, GdnKeep keep = GdnKeep::kAll) {
     GdnFwdParams f;
     f.in = p.in;
+    f.keep = p.keep = keep;
     out = std::make_unique<DeviceTensor>(HostTensor(d.v.view.dtype, std::vector<int64_t>(d.v.view.sizes, d.v.view.sizes + 4)));
     f.out = out->view;
     f.num_segments = p.num_segments;  // the rerun's plan: the same pieces either way
-    kept = std::make_unique<DeviceScratch>(gdn_intermediates_size(f.in));
+    kept = std::make_unique<DeviceScratch>(gdn_intermediates_size(f.in, keep));
     if (kept->bytes == 0) return Status::Ok();  // nothing kept for these inputs (gk): the backward reruns
     f.intermediates = kept->workspace();
     fwd_ws = std::make_unique<DeviceScratch>(gdn_forward_workspace_size(f));
@@ -94,9 +95,10 @@ struct DeviceBackward {
 // row_pad > 0: q, k, v rows padded (not 16-byte aligned: every kernel's element-copy path), and
 // for an even pad the dq, dk, dv outputs' rows alike (4-byte aligned, the least the CUDA backward
 // takes for them: its 4-byte pair stores instead of the 16-byte pieces).
-// kept: the backward reads the forward's intermediates. segments: GdnFwdParams / GdnBwdParams::
-// num_segments, the forward's sequence split (0 automatic). Returns the GPU gradients.
-GdnGrads check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 0, bool kept = false, int segments = 0) {
+// kept: the backward reads the forward's intermediates (those `keep` names). segments: GdnFwdParams /
+// GdnBwdParams::num_segments, the forward's sequence split (0 automatic). Returns the GPU gradients.
+GdnGrads check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 0, bool kept = false, int segments = 0,
+                        GdnKeep keep = GdnKeep::kAll) {
   GdnData d = make_gdn(c, seed);
   if (row_pad) {
     d.q = padded_rows(d.q, row_pad);
@@ -116,7 +118,7 @@ GdnGrads check_backward(const GdnCase& c, uint32_t seed = 41, int64_t row_pad = 
     gpu.p.workspace = gpu.ws->workspace();
   }
   if (kept) {
-    const Status st = gpu.keep_from_forward(gpu.dev);
+    const Status st = gpu.keep_from_forward(gpu.dev, keep);
     EXPECT_TRUE(st.ok()) << st.message();
     if (!st.ok()) return {};
   }
@@ -274,10 +276,9 @@ TEST_F(GdnChunkBwdGpu, NoTokens) {
   for (double x : gpu.host.ddt_bias.values()) EXPECT_EQ(x, 0.0);
 }
 
-// The forward's kept intermediates in place of the rerun: the same tolerances and the same bits —
-// the forward's kernels compute the same pieces from the same inputs either way (with the in-op
-// l2norm too: the rerun normalises q, k on load as the forward does).
-TEST_F(GdnChunkBwdGpu, KeptIntermediates) {
+// The kept-intermediates tests' cases: no GVA, GVA with the fused gate and logit beta, varlen with
+// empty and 1-token sequences, the in-op l2norm (with and without GVA, and varlen).
+std::vector<GdnCase> kept_cases() {
   GdnCase plain = bwd_case(DType::kBFloat16, 128, 200);
   plain.H = plain.HV;
   GdnCase gva = bwd_case(DType::kFloat16, 64, 130);
@@ -295,12 +296,48 @@ TEST_F(GdnChunkBwdGpu, KeptIntermediates) {
   l2_direct.H = l2_direct.HV;  // dq, dk final in the per-chunk kernel, with dv_local's inverse norms
   GdnCase l2_varlen = varlen;
   l2_varlen.l2norm = true;
+  return {plain, gva, varlen, l2, l2_direct, l2_varlen};
+}
+
+// The forward's kept intermediates in place of the rerun: the same tolerances and the same bits —
+// the forward's kernels compute the same pieces from the same inputs either way (with the in-op
+// l2norm too: the rerun normalises q, k on load as the forward does).
+TEST_F(GdnChunkBwdGpu, KeptIntermediates) {
   int i = 0;
-  for (const GdnCase& c : {plain, gva, varlen, l2, l2_direct, l2_varlen}) {
+  for (const GdnCase& c : kept_cases()) {
     SCOPED_TRACE("case " + std::to_string(i++));
     const GdnGrads kept = check_backward(c, 41, 0, true);
     expect_same_bits(kept, check_backward(c, 41, 0, false));
   }
+}
+
+// T alone kept (GdnKeep::kT, FLA's footprint): the rerun forms w and u from the forward's T by two
+// GEMMs (no inverse; gdn_chunk_wy_from_t_kernel, by TMA and by element-copy rows) — against the
+// float64 CPU backend with the same tolerances as the rerun, over the cases above, unaligned rows,
+// the sequence split and strong gates. Not the rerun's bits: w and u come from T's 16-bit rounding.
+TEST_F(GdnChunkBwdGpu, KeptT) {
+  std::vector<GdnCase> cases = kept_cases();
+  GdnCase strong = bwd_case(DType::kFloat16, 128, 190);
+  strong.g_lo = -5.0, strong.g_hi = -1.0;
+  GdnCase many = bwd_case(DType::kBFloat16, 128, 130);
+  many.B = 4;
+  many.H = many.HV = 12;  // 4 x 12 x 2 value blocks = 96 chains: the forward forms w and u in its
+                          // recurrence and writes T from its [Tu | Tw] WY kernel
+  cases.push_back(strong);
+  cases.push_back(many);
+  int i = 0;
+  for (const GdnCase& c : cases) {
+    SCOPED_TRACE("case " + std::to_string(i++));
+    check_backward(c, 41, 0, true, 0, GdnKeep::kT);
+  }
+  SCOPED_TRACE("rows padded by 2 (element copies)");
+  check_backward(cases[1], 41, 2, true, 0, GdnKeep::kT);
+  GdnCase split = bwd_case(DType::kBFloat16, 128, 1000);
+  split.B = 1;
+  split.H = split.HV = 2;
+  split.l2norm = split.fused_gate = true;
+  SCOPED_TRACE("3 segments");
+  check_backward(split, 41, 0, true, 3, GdnKeep::kT);
 }
 
 // Few (sequence, value head) chains: the rerun runs the forward's sequence split (segments side by

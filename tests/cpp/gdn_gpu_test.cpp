@@ -213,7 +213,7 @@ struct ChunkOptions {
 // The chunked forward on the GPU: d's inputs to the device, its outputs (NaN-poisoned first) back
 // as o and ht (ht empty without a final state).
 void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::vector<double>& ht, int num_segments = 0,
-               bool odd_unit_strides = false, bool keep_intermediates = false) {
+               bool odd_unit_strides = false, bool keep_intermediates = false, GdnKeep keep = GdnKeep::kAll) {
   DeviceGdn g(d);
   g.out->poison();
   if (g.ht) g.ht->poison();
@@ -224,7 +224,8 @@ void run_chunk(const GdnCase& c, const GdnData& d, std::vector<double>& o, std::
   if (g.ht) p.final_state = g.dev.ht.view;
   if (odd_unit_strides)
     for (TensorView* t : {&p.in.q, &p.in.k, &p.in.v, &p.out}) set_odd_unit_strides(*t);
-  const DeviceScratch kept(keep_intermediates ? gdn_intermediates_size(p.in) : 0);
+  p.keep = keep;
+  const DeviceScratch kept(keep_intermediates ? gdn_intermediates_size(p.in, keep) : 0);
   if (keep_intermediates) p.intermediates = kept.workspace();
   const DeviceScratch ws(gdn_forward_workspace_size(p));  // the WY kernel's w, u, gamma
   p.workspace = ws.workspace();
@@ -612,6 +613,43 @@ TEST_F(GdnChunkGpu, SegmentSplitIsExact) {
   // A training forward splits too, keeping each segment's chunks (the backward's tests read them).
   check_chunk(base, {.num_segments = 3, .keep_intermediates = true});
   check_chunk(vk, {.num_segments = 4, .keep_intermediates = true});
+}
+
+// A training forward keeping T alone (GdnKeep::kT) runs the inference kernels and writes T
+// besides: its outputs are the inference forward's bit for bit — on the w / u-in-recurrence path
+// (K = 128, 96+ chains), the plain one (K = 64), the sequence split, varlen and unaligned rows.
+TEST_F(GdnChunkGpu, KeptTForwardIsInferenceBitForBit) {
+  GdnCase wu = chunk_case(DType::kBFloat16, 128, 300);
+  wu.B = 4, wu.H = wu.HV = 12;  // 4 x 12 x 2 value blocks = 96 chains: w and u formed in the recurrence
+  GdnCase plain = chunk_case(DType::kFloat16, 64, 200);
+  plain.fused_gate = plain.beta_logit = plain.l2norm = true;
+  GdnCase varlen = chunk_case(DType::kBFloat16, 128, 0);
+  varlen.B = 1;
+  varlen.seqlens = {1, 0, 130, 64, 65, 7};
+  varlen.T = 267;
+  varlen.H = 2, varlen.HV = 4;
+  struct Run {
+    GdnCase c;
+    int segments;
+    int64_t row_pad;
+  };
+  int i = 0;
+  for (const Run& r : {Run{wu, 0, 0}, Run{plain, 0, 0}, Run{chunk_case(DType::kBFloat16, 128, 1000), 3, 0}, Run{varlen, 0, 0},
+                       Run{plain, 0, 4}}) {
+    SCOPED_TRACE("case " + std::to_string(i++));
+    GdnData d = make_gdn(r.c, 31);
+    if (r.row_pad) {
+      d.q = padded_rows(d.q, r.row_pad);
+      d.k = padded_rows(d.k, r.row_pad);
+      d.v = padded_rows(d.v, r.row_pad);
+    }
+    std::vector<double> o, h, o_t, h_t;
+    ASSERT_NO_FATAL_FAILURE(run_chunk(r.c, d, o, h, r.segments));
+    ASSERT_NO_FATAL_FAILURE(run_chunk(r.c, d, o_t, h_t, r.segments, false, true, GdnKeep::kT));
+    ASSERT_TRUE(all_finite(o_t));
+    EXPECT_EQ(o_t, o);
+    EXPECT_EQ(h_t, h);
+  }
 }
 
 // One head of a long sequence: 2 chains on a GPU of 100+ SMs, so the forward splits the sequence

@@ -324,6 +324,19 @@ TEST(Validation, GdnIntermediates) {
     t->device = Device::cuda(0);
   b.intermediates = {fake, need + 256};
   expect_invalid(gdn_backward(b), "intermediates", "expected gdn_intermediates_size() = " + std::to_string(need));
+
+  // T alone (GdnKeep::kT): its own, smaller size — a buffer of the other kind is refused — and T's
+  // 64 16-bit values a token and value head.
+  const size_t need_t = gdn_intermediates_size(p.in, GdnKeep::kT);
+  EXPECT_EQ(need_t, size_t(c.B * c.T * c.HV * 64 * 2 + 255) / 256 * 256);
+  EXPECT_LT(need_t, need);
+  p.keep = b.keep = GdnKeep::kT;
+  p.intermediates = {fake, need};
+  expect_invalid(gdn_forward(p), "intermediates", "expected gdn_intermediates_size() = " + std::to_string(need_t) + " bytes (keep = kT)");
+  b.intermediates = {fake, need};
+  expect_invalid(gdn_backward(b), "intermediates", "expected gdn_intermediates_size() = " + std::to_string(need_t) + " bytes (keep = kT)");
+  p.keep = static_cast<GdnKeep>(7);
+  expect_invalid(gdn_forward(p), "keep", "GdnKeep::kAll or GdnKeep::kT");
 }
 
 // GdnFwdParams / GdnBwdParams::num_segments: 0, 1 or a count; a negative one is refused on any

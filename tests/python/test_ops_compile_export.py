@@ -78,14 +78,16 @@ def test_opcheck_gdn(device):
     # Its bytes are opaque (alignment padding, unused varlen slots are never written), so not the
     # eager-vs-traced output comparison: test_compile_fullgraph_forward_and_backward compares the
     # gradients computed from it instead.
-    opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), dict(kw, keep_intermediates=True),
-            test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
-    with torch.no_grad():
-        out, ht, kept = ops.gdn_chunk_fwd(*leaves[:4], leaves[4], **kw, keep_intermediates=True)
-    assert kept.dtype == torch.uint8 and (kept.numel() > 0) == (device == "cuda")
-    for intermediates in (None, kept):
-        opcheck(ops.gdn_chunk_bwd.default, (torch.randn_like(out), torch.randn_like(ht), q, k, v, beta, g),
-                dict(initial_state=h0, intermediates=intermediates))
+    # keep: 1 T alone, 2 everything.
+    for keep in (1, 2):
+        opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), dict(kw, keep=keep),
+                test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
+        with torch.no_grad():
+            out, ht, kept = ops.gdn_chunk_fwd(*leaves[:4], leaves[4], **kw, keep=keep)
+        assert kept.dtype == torch.uint8 and (kept.numel() > 0) == (device == "cuda")
+        for intermediates in (None, kept):
+            opcheck(ops.gdn_chunk_bwd.default, (torch.randn_like(out), torch.randn_like(ht), q, k, v, beta, g),
+                    dict(initial_state=h0, intermediates=intermediates, keep=keep if intermediates is not None else 0))
 
 
 def test_opcheck_gdn_bwd_dhu():
@@ -157,15 +159,18 @@ def test_compile_keeps_gdn_intermediates_for_the_backward():
     def f(q, k, v, g, beta, keep):
         return attnkit.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True, keep_intermediates=keep)
 
-    torch._dynamo.reset()
-    o_c, s_c = torch.compile(lambda *a: f(*a, keep=True), fullgraph=True)(*leaves)
-    o_e, s_e = f(*leaves, keep=False)
-    assert torch.equal(o_c, o_e) and torch.equal(s_c, s_e)
-    do, dht = torch.randn_like(o_e), torch.randn_like(s_e)
-    grads_c = torch.autograd.grad((o_c, s_c), leaves, (do, dht))
-    grads_e = torch.autograd.grad((o_e, s_e), leaves, (do, dht))
-    for a, b in zip(grads_c, grads_e):
-        assert torch.equal(a, b)
+    # Everything kept (compiled) against nothing (eager): the same bits. T alone kept, compiled
+    # against eager: the same kernels, the same bits.
+    for keep_compiled, keep_eager in ((True, False), ("t", "t")):
+        torch._dynamo.reset()
+        o_c, s_c = torch.compile(lambda *a: f(*a, keep=keep_compiled), fullgraph=True)(*leaves)
+        o_e, s_e = f(*leaves, keep=keep_eager)
+        assert torch.equal(o_c, o_e) and torch.equal(s_c, s_e)
+        do, dht = torch.randn_like(o_e), torch.randn_like(s_e)
+        grads_c = torch.autograd.grad((o_c, s_c), leaves, (do, dht))
+        grads_e = torch.autograd.grad((o_e, s_e), leaves, (do, dht))
+        for a, b in zip(grads_c, grads_e):
+            assert torch.equal(a, b), keep_compiled
 
 
 def test_compile_fullgraph_flex_and_varlen():

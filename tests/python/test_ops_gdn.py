@@ -237,11 +237,12 @@ def test_cuda_chunk_backward_matches_cpu(K, options, varlen):
         return dict(zip(list(ls) + list(ex), (g.double().cpu() for g in gs)))
 
     want = grads("cpu", torch.float64)
-    got = grads("cuda", torch.bfloat16)
-    kept = grads("cuda", torch.bfloat16, keep=True)  # the backward reads the forward's intermediates
+    got = grads("cuda", torch.bfloat16)  # the backward reruns the forward's kernels (the default)
+    kept = grads("cuda", torch.bfloat16, keep=True)  # ... reads all the forward's intermediates
+    kept_t = grads("cuda", torch.bfloat16, keep="t")  # ... forms w and u from the forward's T
     tol = dict(q=0.008, k=0.008, v=0.008, h0=0.008, beta=0.02, g=0.02, A_log=0.02, dt_bias=0.02)
     for name, w in want.items():
-        for result in (got, kept):
+        for result in (got, kept, kept_t):
             assert torch.isfinite(result[name]).all(), name
             assert ref.rms_ratio(result[name], w) < tol[name], name
         # Without the in-op l2norm the rerun sees the very inputs the forward saw: the same bits.
@@ -262,6 +263,8 @@ def test_bad_arguments_raise_clear_errors():
         attnkit.fused_recurrent_gated_delta_rule(x["q"], x["k"], x["v"], gv=x["v"])
     with pytest.raises(TypeError, match="unexpected keyword"):
         attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], head_first=True)
+    with pytest.raises(ValueError, match="keep_intermediates: expected"):
+        attnkit.chunk_gated_delta_rule(x["q"], x["k"], x["v"], x["g"], x["beta"], keep_intermediates="w")
 
 
 def in_chunk_cumsum(step, starts):

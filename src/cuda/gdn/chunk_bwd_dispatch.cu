@@ -1,7 +1,8 @@
 // src/cuda/gdn/chunk_bwd_dispatch.cu — GdnBwdParams -> the chunked backward on the GPU, in order:
-//   1. unless the forward kept them (GdnFwdParams::intermediates): the forward's WY kernel (w, u,
-//      gamma, T) and its recurrence without output, keeping each chunk's start state and v_new
-//      (with few chains, as the forward's sequence split: GdnBwdParams::num_segments)
+//   1. unless the forward kept them (GdnFwdParams::intermediates, GdnKeep::kAll): the forward's WY
+//      kernel (w, u, gamma, T; with T kept, GdnKeep::kT, w, u and gamma from it by two GEMMs) and
+//      its recurrence without output, keeping each chunk's start state and v_new (with few
+//      chains, as the forward's sequence split: GdnBwdParams::num_segments)
 //   2. dv_local (per chunk; with the in-op l2norm it also writes q, k normalised into the
 //      workspace, which every later kernel reads)
 //   3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks; with few chains, split likewise)
@@ -43,7 +44,8 @@ struct BwdWorkspace {
   int64_t rows = 0, T = 0, H = 0, HV = 0, D = 0, slots = 0, seqs = 0;
   size_t qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, u = 0, dv2 = 0, dh = 0;
   size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, starts = 0, prods = 0, dhu_starts = 0, dhu_prods = 0, total = 0;
-  bool rerun = false;  // the forward's pieces recomputed into this workspace
+  bool rerun = false;   // the forward's pieces recomputed into this workspace
+  bool t_kept = false;  // ... but T, the forward's (GdnKeep::kT)
   gdn::SplitPlan split;  // the rerun's sequence split, the forward's plan for these inputs
   gdn::DhuPlan dhu;      // bwd_dhu's value block and split of its own
   explicit BwdWorkspace(const GdnBwdParams& p) {
@@ -58,8 +60,9 @@ struct BwdWorkspace {
     seqs = varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0);
     slots = gdn::wy_slot_count(T, seqs, varlen);
     gdn::BufferLayout at;
-    rerun = p.intermediates.data == nullptr;
-    if (rerun) (void)gdn::Intermediates(in, at);  // at offset 0
+    t_kept = p.intermediates.data != nullptr && p.keep == GdnKeep::kT;
+    rerun = p.intermediates.data == nullptr || t_kept;
+    if (rerun) (void)gdn::Intermediates(in, at, !t_kept);  // at offset 0
     if (in.use_qk_l2norm) {
       qn = at.take(rows * H * D * 2);
       kn = at.take(rows * H * D * 2);
@@ -121,8 +124,13 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   // 1. The forward's pieces: kept by the forward, or recomputed here.
   gdn::ChunkFwdArgs f;
   ATTNKIT_RETURN_IF_ERROR(gdn::chunk_forward_args(in, f));
-  gdn::BufferLayout at;
-  gdn::Intermediates(in, at).point(f, ws.rerun ? base : static_cast<char*>(p.intermediates.data));
+  char* kept = static_cast<char*>(p.intermediates.data);
+  gdn::BufferLayout at, kept_at;
+  gdn::Intermediates(in, at, !ws.t_kept).point(f, ws.rerun ? base : kept);
+  if (ws.t_kept) {
+    gdn::Intermediates(in, kept_at, true, false).point(f, kept);
+    f.wy_from_t = true;
+  }
   f.u = ws.rows_of(base, ws.u, ws.HV, kD);
   if (ws.split.count > 1) {
     f.split.count = ws.split.count;

@@ -80,6 +80,9 @@ struct ChunkFwdArgs {
   // Inference with TMA rows at DK = 2 x 64: the WY kernel writes [Tu | Tw] rows into w (u unused)
   // and the recurrence kernel forms w and u itself (chunk_fwd_wu.cuh).
   bool wu_in_recurrence = false;
+  // The backward's rerun with the forward's T kept (GdnKeep::kT): the WY kernel reads T from tmat
+  // and forms w and u from it by two GEMMs (WyChunk::run_from_t) instead of inverting.
+  bool wy_from_t = false;
   SegmentSplit split;  // split.count > 1: the recurrence runs as segments (dense batches)
 };
 

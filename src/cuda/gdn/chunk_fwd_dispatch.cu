@@ -98,14 +98,16 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
   const bool varlen = p.in.cu_seqlens.defined();
   const int64_t seqs = varlen ? p.in.cu_seqlens.size(0) - 1 : p.in.q.size(0);
   const int64_t items = seqs * p.in.v.size(2) * (p.in.v.size(3) / 64);
-  return p.intermediates.data == nullptr && p.in.q.size(3) == 128 && items >= 96 && gdn::rows_aligned(p.in.q, varlen, 16) &&
+  const bool keeps_all = p.intermediates.data != nullptr && p.keep == GdnKeep::kAll;
+  return !keeps_all && p.in.q.size(3) == 128 && items >= 96 && gdn::rows_aligned(p.in.q, varlen, 16) &&
          gdn::rows_aligned(p.in.k, varlen, 16) && gdn::rows_aligned(p.in.v, varlen, 16);
 }
 
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
 // u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned. With the
 // caller's intermediates (a training forward) w and gamma live there and only u here; with
-// w and u formed in the recurrence, w's rows hold [Tu | Tw] and there is no u.
+// w and u formed in the recurrence, w's rows hold [Tu | Tw] and there is no u. A forward keeping T
+// alone (GdnKeep::kT) runs as inference does, with T written to the caller's buffer besides.
 struct ChunkWorkspace {
   int64_t rows = 0, HV = 0, K = 0, V = 0;
   bool wu = false;  // wu_in_recurrence(p): the one decision both the size and the launch follow
@@ -119,7 +121,7 @@ struct ChunkWorkspace {
     V = p.in.v.size(3);
     const int64_t e = dtype_size(p.in.q.dtype);
     gdn::BufferLayout at;
-    const bool kept = p.intermediates.data != nullptr;
+    const bool kept = p.intermediates.data != nullptr && p.keep == GdnKeep::kAll;
     if (!kept) w = at.take(rows * HV * K * e);
     split = gdn::plan_split_for(p.in, p.num_segments);
     wu = split.count == 1 && wu_in_recurrence(p);
@@ -138,10 +140,10 @@ struct ChunkWorkspace {
 
 size_t gdn_forward_workspace_size(const GdnFwdParams& p) { return ChunkWorkspace(p).total; }
 
-size_t gdn_intermediates_size(const GdnInputs& in) {
+size_t gdn_intermediates_size(const GdnInputs& in, GdnKeep keep) {
   if (!gdn::check_chunked_supported(in).ok()) return 0;
   gdn::BufferLayout at;
-  (void)gdn::Intermediates(in, at);
+  (void)gdn::Intermediates(in, at, true, keep == GdnKeep::kAll);
   return at.total;
 }
 
@@ -179,12 +181,17 @@ Status gdn_forward(const GdnFwdParams& caller) {
     a.split.prods = reinterpret_cast<float*>(base + ws.prods);
   }
   if (!ws.wu) a.u = {base + ws.u, T * ws.HV * ws.V, ws.HV * ws.V, ws.V};
-  if (p.intermediates.data) {  // a training forward: the WY pieces, T, v_new and start states kept
+  const bool keeps_all = p.intermediates.data && p.keep == GdnKeep::kAll;
+  if (keeps_all) {  // a training forward: the WY pieces, T, v_new and start states kept
     gdn::BufferLayout at;
     gdn::Intermediates(in, at).point(a, static_cast<char*>(p.intermediates.data));
   } else {
     a.w = {base + ws.w, T * ws.HV * K, ws.HV * K, K};
     a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
+  }
+  if (p.intermediates.data && p.keep == GdnKeep::kT) {  // T alone, written by the WY kernel
+    gdn::BufferLayout at;
+    gdn::Intermediates(in, at, true, false).point(a, static_cast<char*>(p.intermediates.data));
   }
   return gdn::launch_chunk_forward(a, in.q.dtype, K, static_cast<cudaStream_t>(p.stream));
 }

@@ -4,7 +4,8 @@
 // 1. WY kernel, grid (chunk slots, value heads), one warpgroup per CTA (chunk_fwd_wy.cuh): the
 //    state-independent part of every chunk at once, into the workspace (w, u, gamma). Two
 //    instantiations: K and V rows by TMA (16-byte aligned rows) or by cp.async, each path alone
-//    in its kernel (at 128 registers a thread, both in one spill).
+//    in its kernel (at 128 registers a thread, both in one spill). The backward's rerun with the
+//    forward's kept T (a.wy_from_t) runs gdn_chunk_wy_from_t_kernel instead: no inverse.
 // 2. Recurrence kernel, one CTA per (sequence, value head, 64 value columns), in one of four
 //    modes (Recurrence: output; output and the backward's start states and v_new; only those,
 //    for the backward's rerun; only the end state, for the split below): the state's columns
@@ -41,6 +42,17 @@ __global__ void __launch_bounds__(T::kWyThreads, kTPairs ? T::kWyTPairsCtasPerSm
   const int hv = static_cast<int>(blockIdx.y);
   const WorkItem it(a, slot.n, hv, 0, qk_head_fast(a, hv));
   WyChunk<T, kTma, kTPairs>{p, a, it, slot.j, static_cast<int>(threadIdx.x)}.run();
+}
+
+// The backward's rerun from the forward's kept T (a.wy_from_t): w, u and gamma, no inverse.
+template <class T, bool kTma>
+__global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_from_t_kernel(CUTE_GRID_CONSTANT const WyParams<T> p) {
+  const ChunkFwdArgs& a = p.a;
+  const ChunkSlot slot(a, blockIdx.x);
+  if (!slot.live) return;
+  const int hv = static_cast<int>(blockIdx.y);
+  const WorkItem it(a, slot.n, hv, 0, qk_head_fast(a, hv));
+  WyChunk<T, kTma>{p, a, it, slot.j, static_cast<int>(threadIdx.x)}.run_from_t();
 }
 
 template <class T, Recurrence kMode>
@@ -112,14 +124,23 @@ WyParams<T> wy_params(const ChunkFwdArgs& a) {
   return p;
 }
 
-template <class T, bool kTma, bool kTPairs = false>
-cudaError_t launch_wy(const ChunkFwdArgs& a, cudaStream_t stream) {
-  constexpr int smem = kTPairs ? T::kWyTPairsSmemBytes : T::kWySmemBytes;
-  const cudaError_t ok = ensure_dynamic_smem<gdn_chunk_wy_kernel<T, kTma, kTPairs>>(smem);
+template <auto kKernel, class T, int kSmem = T::kWySmemBytes>
+cudaError_t launch_wy_kernel(const ChunkFwdArgs& a, cudaStream_t stream) {
+  const cudaError_t ok = ensure_dynamic_smem<kKernel>(kSmem);
   if (ok != cudaSuccess) return ok;
   const dim3 grid(static_cast<unsigned>(a.wy_slots), static_cast<unsigned>(a.HV));
-  gdn_chunk_wy_kernel<T, kTma, kTPairs><<<grid, T::kWyThreads, smem, stream>>>(wy_params<T>(a));
+  kKernel<<<grid, T::kWyThreads, kSmem, stream>>>(wy_params<T>(a));
   return cudaGetLastError();
+}
+// The WY kernel that writes w, u and gamma (u absent: not written), by TMA or cp.async rows: from
+// the forward's kept T where a.wy_from_t, else inverting.
+template <class T>
+cudaError_t launch_wy(const ChunkFwdArgs& a, cudaStream_t stream) {
+  if (a.wy_from_t)
+    return a.vec16 ? launch_wy_kernel<gdn_chunk_wy_from_t_kernel<T, true>, T>(a, stream)
+                   : launch_wy_kernel<gdn_chunk_wy_from_t_kernel<T, false>, T>(a, stream);
+  return a.vec16 ? launch_wy_kernel<gdn_chunk_wy_kernel<T, true, false>, T>(a, stream)
+                 : launch_wy_kernel<gdn_chunk_wy_kernel<T, false, false>, T>(a, stream);
 }
 
 // One recurrence kernel (gdn_chunk_fwd_kernel<T, mode> with T::kThreads, or gdn_chunk_fwd_wu_kernel<T>
@@ -170,16 +191,16 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
   if (a.split.count > 1) {
     if (a.wu_in_recurrence) return cudaErrorInvalidValue;
     if (a.wy_slots > 0) {
-      const cudaError_t ok = a.vec16 ? launch_wy<T, true>(a, stream) : launch_wy<T, false>(a, stream);
+      const cudaError_t ok = launch_wy<T>(a, stream);
       if (ok != cudaSuccess) return ok;
     }
     return launch_split_recurrence<T>(a, stream);
   }
   if constexpr (2 * T::kC == kDK) {  // w and u formed in the recurrence kernel (inference, TMA rows)
     if (a.wu_in_recurrence) {
-      if (!a.vec16 || !a.o.ptr || a.states) return cudaErrorInvalidValue;
+      if (!a.vec16 || !a.o.ptr || a.states || a.wy_from_t) return cudaErrorInvalidValue;
       if (a.wy_slots > 0) {
-        const cudaError_t ok = launch_wy<T, true, true>(a, stream);
+        const cudaError_t ok = launch_wy_kernel<gdn_chunk_wy_kernel<T, true, true>, T, T::kWyTPairsSmemBytes>(a, stream);
         if (ok != cudaSuccess) return ok;
       }
       return launch_recurrence<gdn_chunk_fwd_wu_kernel<T>, T>(T::kThreadsWu, a, items, stream);
@@ -187,7 +208,7 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
   }
   if (a.wu_in_recurrence) return cudaErrorInvalidValue;
   if (a.wy_slots > 0) {
-    const cudaError_t ok = a.vec16 ? launch_wy<T, true>(a, stream) : launch_wy<T, false>(a, stream);
+    const cudaError_t ok = launch_wy<T>(a, stream);
     if (ok != cudaSuccess) return ok;
   }
   if (!a.o.ptr) return launch_recurrence<T, Recurrence::kStates>(a, items, stream);

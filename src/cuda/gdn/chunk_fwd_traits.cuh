@@ -180,6 +180,14 @@ CUTE_DEVICE uint32_t pack2(float x, float y) {
   return reinterpret_cast<uint32_t const&>(out);
 }
 
+// The inverse: a 32-bit pair of 16-bit elements as two fp32 values.
+template <class Element>
+CUTE_DEVICE float2 unpack2(uint32_t pair) {
+  cutlass::NumericArrayConverter<float, Element, 2> convert;
+  const cutlass::Array<float, 2> out = convert(reinterpret_cast<cutlass::Array<Element, 2> const&>(pair));
+  return make_float2(out[0], out[1]);
+}
+
 // Shared-memory accesses by address: a swizzled cute tensor computes its addresses as integers,
 // after which the compiler no longer knows they are shared and would emit generic LD/ST.
 CUTE_DEVICE void st_shared(const void* p, uint32_t v) {

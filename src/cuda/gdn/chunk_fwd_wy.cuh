@@ -238,27 +238,30 @@ struct WyChunk {
     if (tid == 0) tma_store_wait<0>();
   }
 
-  CUTE_DEVICE void run() {
-    auto& sm = chunk_smem<typename T::WyStorage>();
-    Tensor sK = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});    // [C, DK]
-    Tensor sKt = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDKt{});  // [DK, C]
-    Tensor sV = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{});    // [C, V]
-    Tensor sVt = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDKt{});  // [V, C]
-    const int valid = it.valid_rows(j);
-    if (kTma && tid == 0) sm.seq = it.n, sm.chunk = j;
+  // Both runs' start: the chunk's K and V rows in (issue_rows, wait_rows), warp 0's gates loaded
+  // while they land and `meanwhile()` (run_from_t's T) between; landed and visible on return.
+  template <class F>
+  CUTE_DEVICE void land_rows(int valid, float (&g2)[2], uint32_t (&b2)[2], F&& meanwhile) const {
+    if (kTma && tid == 0) chunk_smem<typename T::WyStorage>().seq = it.n, chunk_smem<typename T::WyStorage>().chunk = j;
     issue_rows(valid);
-    const int warp = tid / 32;
-    float g2[2];
-    uint32_t b2[2];
-    if (warp == 0) load_gates(g2, b2);  // their latency overlaps the copies'
+    if (tid / 32 == 0) load_gates(g2, b2);  // their latency overlaps the copies'
+    meanwhile();
     wait_rows(valid);
     cutlass::arch::fence_view_async_shared();
     sync();
+  }
+
+  CUTE_DEVICE void run() {
+    auto& sm = chunk_smem<typename T::WyStorage>();
+    Tensor sK = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});  // [C, DK]
+    const int valid = it.valid_rows(j);
+    const int warp = tid / 32;
+    float g2[2];
+    uint32_t b2[2];
+    land_rows(valid, g2, b2, [] {});
 
     typename T::MmaS mma_s;
-    typename T::MmaW mma_w;  // w = Tw K and u = Tu V: both [C, C] x [C, DK], in column halves
     auto thr_s = mma_s.get_thread_slice(tid);
-    auto thr_w = mma_w.get_thread_slice(tid);
     Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kC>>{}));  // (row, col) per register
     Tensor tKK = partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{});            // fp32 [C, C]: K K^T
     {
@@ -320,12 +323,24 @@ struct WyChunk {
         pairs[p] = u ? tuw.x : tuw.y;
       }
     };
+    products(tKK.layout(), build_operand);
+  }
 
-    // u = Tu V, then w = Tw K, each in two [C, DK / 2] column halves through one accumulator (4
-    // CTAs an SM: 128 registers a thread). Half h of the output reads only half h of B (V's, K's
-    // columns), so it goes into those very columns once every warp's GEMM is done with them: the
-    // outputs need no buffers of their own, T0 stays intact for the second operand, and only one
-    // A operand is live at a time. Each output tile then goes to the workspace (store_rows).
+  // u = Tu V, then w = Tw K, from A operands that build_operand(rA, u) fills (registers laid out
+  // as an [C, C] accumulator of MmaS: acc), each in two [C, DK / 2] column halves through one
+  // accumulator (4 CTAs an SM: 128 registers a thread). Half h of the output reads only half h of
+  // B (V's, K's columns), so it goes into those very columns once every warp's GEMM is done with
+  // them: the outputs need no buffers of their own, and only one A operand is live at a time. Each
+  // output tile then goes to the workspace (store_rows).
+  template <class AccLayout, class Build>
+  CUTE_DEVICE void products(const AccLayout& acc, Build&& build_operand) const {
+    auto& sm = chunk_smem<typename T::WyStorage>();
+    Tensor sK = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});    // [C, DK]
+    Tensor sKt = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDKt{});  // [DK, C]
+    Tensor sV = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDK{});    // [C, V]
+    Tensor sVt = make_tensor(make_smem_ptr(sm.v.data()), typename T::LayoutRowsDKt{});  // [V, C]
+    typename T::MmaW mma_w;  // w = Tw K and u = Tu V: both [C, C] x [C, DK], in column halves
+    auto thr_w = mma_w.get_thread_slice(tid);
     using HalfCols = Shape<Int<kDK / 2>, Int<kC>>;
     Tensor tX = partition_fragment_C(mma_w, Shape<Int<kC>, Int<kDK / 2>>{});  // fp32 [C, DK / 2]
     auto identity = [](int, float x) { return x; };
@@ -341,18 +356,75 @@ struct WyChunk {
       sync();  // the output tile complete
     };
     {
-      Tensor rTu = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
+      Tensor rTu = make_tensor<Element>(acc_as_operand_a_layout(acc));
       build_operand(rTu, true);
       product_in_place(rTu, sVt, sV);
     }
     store_rows(sV, a.u, p.tma_u, p.shape_u);
     {
-      Tensor rTw = make_tensor<Element>(acc_as_operand_a_layout(tKK.layout()));
+      Tensor rTw = make_tensor<Element>(acc_as_operand_a_layout(acc));
       build_operand(rTw, false);
       product_in_place(rTw, sKt, sK);
     }
     store_rows(sK, a.w, p.tma_w, p.shape_w);
     if (kTma && tid == 0) tma_store_wait<0>();  // the tiles stay readable until the stores have read them
+  }
+
+  // The backward's rerun with the forward's T at hand (ChunkFwdArgs::wy_from_t; a.tmat, 16-bit,
+  // gated: T_rc = T0_rc exp(gamma_r - gamma_c)): w and u are two GEMMs with column-scaled copies
+  // of T, Tu = T diag(beta) and Tw = T diag(beta n exp(gamma)) (T0_rc exp(gamma_r) = T_rc
+  // exp(gamma_c), the exponent <= 0) — no K K^T, no inverse. gamma, the gates' fusion and K's
+  // norms as in run(); T is read, not written. What FLA's backward does with its forward's A.
+  CUTE_DEVICE void run_from_t() {
+    auto& sm = chunk_smem<typename T::WyStorage>();
+    Tensor sK = make_tensor(make_smem_ptr(sm.k.data()), typename T::LayoutRowsDK{});  // [C, DK]
+    const int valid = it.valid_rows(j);
+    const int warp = tid / 32;
+    float g2[2];
+    uint32_t b2[2];
+    // The operands' registers hold T's (r, c) as MmaS's [C, C] accumulator would (run()'s tKK):
+    // this thread's rows r0 and r0 + 8, column pairs (c, c + 1). Loaded while K and V land; rows
+    // past the sequence end and pairs above the diagonal (T's zeros) are not read.
+    typename T::MmaS mma_s;
+    auto thr_s = mma_s.get_thread_slice(tid);
+    Tensor cS = thr_s.partition_C(make_identity_tensor(Shape<Int<kC>, Int<kC>>{}));  // (row, col) per register
+    using AccLayout = decltype(partition_fragment_C(mma_s, Shape<Int<kC>, Int<kC>>{}).layout());
+    constexpr int kPairs = decltype(size(cS))::value / 2;
+    uint32_t t_pair[kPairs];  // 16-bit (T_rc, T_r,c+1)
+    land_rows(valid, g2, b2, [&] {
+      const int r0 = get<0>(cS(0));
+      const Element* t_rows = static_cast<const Element*>(a.tmat.ptr);
+      const Element* row[2] = {t_rows + it.row(a.tmat, t0() + r0, it.hv), t_rows + it.row(a.tmat, t0() + r0 + 8, it.hv)};
+      CUTE_UNROLL
+      for (int i = 0; i < 2 * kPairs; i += 2) {
+        const int r = get<0>(cS(i)), c = get<1>(cS(i));
+        t_pair[i / 2] = r < valid && c <= r ? __ldg(reinterpret_cast<const unsigned*>(row[(r - r0) / 8] + c)) : 0u;
+      }
+    });
+    {
+      const float n = a.l2norm ? l2_inverse_norm<kDK, 2>(sK, tid / 2, tid % 2) : 1.f;
+      if (tid % 2 == 0) sm.knorm[tid / 2] = n;
+    }
+    if (warp == 0) scan_gates(g2, b2, sm.gamma, sm.beta);
+    sync();  // gamma, beta, knorm visible
+
+    auto build_operand = [&](auto& rA, bool u) {
+      auto* pairs = reinterpret_cast<uint32_t*>(raw_pointer_cast(rA.data()));
+      CUTE_UNROLL
+      for (int i = 0; i < 2 * kPairs; i += 2) {
+        const int c = get<1>(cS(i)), p = AccLayout{}(i) / 2;
+        const float2 t = unpack2<Element>(t_pair[i / 2]);
+        float2 f = *reinterpret_cast<const float2*>(&sm.beta[c]);
+        if (!u) {
+          const float2 nc = *reinterpret_cast<const float2*>(&sm.knorm[c]);
+          const float2 gc = *reinterpret_cast<const float2*>(&sm.gamma[c]);
+          f.x *= nc.x * ex2(gc.x);
+          f.y *= nc.y * ex2(gc.y);
+        }
+        pairs[p] = pack2<Element>(t.x * f.x, t.y * f.y);
+      }
+    };
+    products(AccLayout{}, build_operand);
   }
 };
 

@@ -41,10 +41,13 @@ struct BufferLayout {
 // GdnFwdParams::intermediates, or the backward's own workspace when it reruns them): w [rows, HV,
 // K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), and each chunk's start
 // state [slots, HV, K, V] (16-bit; ChunkSlot numbers the chunks). rows = B * T (varlen: B = 1).
+// Which of them a buffer holds: T (with_t) and the rest (with_rest) — GdnKeep::kAll both, kT T
+// alone, and the backward's workspace beside a kT buffer the rest alone.
 struct Intermediates {
+  static constexpr size_t kAbsent = ~size_t(0);
   int64_t T = 0, HV = 0, K = 0, V = 0;
-  size_t w = 0, tmat = 0, vnew = 0, gamma = 0, states = 0;
-  Intermediates(const GdnInputs& in, BufferLayout& at) {
+  size_t w = kAbsent, tmat = kAbsent, vnew = kAbsent, gamma = kAbsent, states = kAbsent;
+  Intermediates(const GdnInputs& in, BufferLayout& at, bool with_t = true, bool with_rest = true) {
     const bool varlen = in.cu_seqlens.defined();
     T = in.q.size(1);
     HV = in.v.size(2);
@@ -52,19 +55,21 @@ struct Intermediates {
     V = in.v.size(3);
     const int64_t rows = in.q.size(0) * T, e = dtype_size(in.q.dtype);
     const int64_t slots = wy_slot_count(T, varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0), varlen);
-    w = at.take(rows * HV * K * e);
-    tmat = at.take(rows * HV * 64 * e);
+    if (with_rest) w = at.take(rows * HV * K * e);
+    if (with_t) tmat = at.take(rows * HV * 64 * e);
+    if (!with_rest) return;
     vnew = at.take(rows * HV * V * e);
     gamma = at.take(rows * HV * 4);
     states = at.take(slots * HV * K * V * e);
   }
-  // Points the forward kernels' w, gamma (the WY kernel's), T, v_new and states at `base`.
+  // Points the forward kernels' w, gamma (the WY kernel's), T, v_new and states at `base`: those
+  // this buffer holds.
   void point(ChunkFwdArgs& f, char* base) const {
-    f.w = {base + w, T * HV * K, HV * K, K};
-    f.tmat = {base + tmat, T * HV * 64, HV * 64, 64};
-    f.vnew = {base + vnew, T * HV * V, HV * V, V};
-    f.gamma = {base + gamma, T * HV, HV, 1};
-    f.states = base + states;
+    if (w != kAbsent) f.w = {base + w, T * HV * K, HV * K, K};
+    if (tmat != kAbsent) f.tmat = {base + tmat, T * HV * 64, HV * 64, 64};
+    if (vnew != kAbsent) f.vnew = {base + vnew, T * HV * V, HV * V, V};
+    if (gamma != kAbsent) f.gamma = {base + gamma, T * HV, HV, 1};
+    if (states != kAbsent) f.states = base + states;
   }
 };
 
