@@ -78,8 +78,9 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
         memory.
       "t": the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128; what FLA's
         forward keeps as A). The backward reruns the forward's state pass, with w and u formed from
-        T by two GEMMs a chunk instead of a second inverse: on an H200 the backward ~2% faster, the
-        forward ~5% slower (T written), forward + backward ~0.7% faster (docs/perf/gdn_chunk_bwd.md).
+        T instead of a second inverse (at K = 128 inside the recurrence kernel): on an H200 the
+        backward ~6.5% faster, the forward ~5% slower (T written), forward + backward ~4% faster at
+        B4 T8192 H16 (docs/perf/gdn_chunk_bwd.md).
       True or "all": also w, gamma, v_new and every chunk's start state (at K = V = 128 about 4.5x
         the bytes of v): the backward reruns none of the forward's kernels; the fastest."""
     state_v_first = _state_v_first(state_v_first, kwargs)

@@ -68,20 +68,24 @@ __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID
 
 // The inference recurrence with w and u formed in the kernel (chunk_fwd_wu.cuh) by a third
 // warpgroup, from the WY kernel's [Tu | Tw] rows and V: w and u skip global memory.
-template <class T>
+// kFromT: the backward's rerun from the forward's kept T (a.wy_from_t): no WY kernel runs; the w / u
+// warpgroup forms the gates, [Tu | Tw] and then w and u from T, and the recurrence keeps the
+// start states and v_new (kStates), w going out beside them.
+template <class T, bool kFromT = false>
 __global__ void __launch_bounds__(T::kThreadsWu, 1) gdn_chunk_fwd_wu_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
+  constexpr Recurrence kMode = kFromT ? Recurrence::kStates : Recurrence::kOutput;
   const ChunkFwdArgs& a = p.a;
   const WorkItem it(a, blockIdx.x);
   const int wg = static_cast<int>(threadIdx.x) / 128, tid = static_cast<int>(threadIdx.x) % 128;
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kLoadRegsWu>();
-    if (it.nchunks > 0) LoadWarpgroup<T, Recurrence::kOutput, true>{p, a, it, tid}.run();
+    if (it.nchunks > 0) LoadWarpgroup<T, kMode, true, kFromT>{p, a, it, tid}.run();
   } else if (wg == 1) {
     cutlass::arch::warpgroup_reg_alloc<T::kStateRegsWu>();
-    StateWarpgroup<T, Recurrence::kOutput>{a, it, tid}.run();
+    StateWarpgroup<T, kMode>{a, it, tid}.run();
   } else {
     cutlass::arch::warpgroup_reg_dealloc<T::kWuRegs>();
-    WuWarpgroup<T>{a, it, tid}.run();
+    WuWarpgroup<T, kFromT>{a, it, tid}.run();
   }
 }
 
@@ -102,6 +106,10 @@ ChunkFwdParams<T> recurrence_params(const ChunkFwdArgs& a) {
   p.tma_w = make_rows_tma<Element, typename T::LayoutRowsDK>(a.w, p.shape_w);
   p.tma_u = make_rows_tma<Element, typename T::LayoutRowsBV>(a.wu_in_recurrence ? a.v : a.u, p.shape_u);
   if (a.o.ptr && a.o_vec16) p.tma_o = make_rows_tma_store<Element, typename T::LayoutRowsBV>(a.o, p.shape_u);
+  if (a.wu_in_recurrence && a.wy_from_t) {
+    p.shape_t = rows_shape(a.tokens, T::kC, a.HV, batch);
+    p.tma_t = make_rows_tma<Element, typename T::LayoutCC>(a.tmat, p.shape_t);
+  }
   return p;
 }
 
@@ -197,13 +205,17 @@ cudaError_t launch_gdn_chunk_fwd(const ChunkFwdArgs& a, cudaStream_t stream) {
     return launch_split_recurrence<T>(a, stream);
   }
   if constexpr (2 * T::kC == kDK) {  // w and u formed in the recurrence kernel (inference, TMA rows)
+    if (a.wu_in_recurrence && a.wy_from_t) {  // the backward's rerun from the forward's kept T: no WY kernel
+      if (!a.vec16 || a.o.ptr || !a.states) return cudaErrorInvalidValue;
+      return launch_recurrence<gdn_chunk_fwd_wu_kernel<T, true>, T>(T::kThreadsWu, a, items, stream);
+    }
     if (a.wu_in_recurrence) {
       if (!a.vec16 || !a.o.ptr || a.states || a.wy_from_t) return cudaErrorInvalidValue;
       if (a.wy_slots > 0) {
         const cudaError_t ok = launch_wy_kernel<gdn_chunk_wy_kernel<T, true, true>, T, T::kWyTPairsSmemBytes>(a, stream);
         if (ok != cudaSuccess) return ok;
       }
-      return launch_recurrence<gdn_chunk_fwd_wu_kernel<T>, T>(T::kThreadsWu, a, items, stream);
+      return launch_recurrence<gdn_chunk_fwd_wu_kernel<T, false>, T>(T::kThreadsWu, a, items, stream);
     }
   }
   if (a.wu_in_recurrence) return cudaErrorInvalidValue;

@@ -54,7 +54,10 @@ CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, i
 // and u's this CTA's columns of V (the TMA descriptors point there), for the w / u warpgroup
 // (chunk_fwd_wu.cuh), which gets the stage's rows ("landed"), works out the row factors and hands
 // the stage to the state warpgroup itself ("full"); always TMA.
-template <class T, Recurrence kMode, bool kWu = false>
+// kFromT (with kWu and kStates: the backward's rerun from the forward's kept T): w's buffer takes
+// T's [C, C] rows (its first half) instead of [Tu | Tw], no gamma is loaded (the w / u warpgroup
+// forms it from g), and the w the w / u warpgroup formed goes out with the kept tiles (vb == 0).
+template <class T, Recurrence kMode, bool kWu = false, bool kFromT = false>
 struct LoadWarpgroup {
   using Element = typename T::Element;
   static constexpr int kC = T::kC, kDK = T::kDK, kBV = T::kBV;
@@ -68,7 +71,9 @@ struct LoadWarpgroup {
   using PiecesDK = ChunkPieces<kDK, typename T::LayoutRowsDK>;  // Q, K, w (cp.async path)
   using PiecesBV = ChunkPieces<kBV, typename T::LayoutRowsBV>;  // u
   static constexpr uint32_t kUBytes = kC * kBV * sizeof(Element);
-  static constexpr uint32_t kTmaBytes = (writes_output(kMode) ? 3 : 2) * kC * kDK * sizeof(Element) + kUBytes;  // Q (with output), K, w, u
+  static constexpr uint32_t kTmaBytes = kFromT ? (kC * kDK + kC * kC) * sizeof(Element) + kUBytes  // K, T, u
+                                               : (writes_output(kMode) ? 3 : 2) * kC * kDK * sizeof(Element) + kUBytes;  // Q (with output), K, w, u
+  using PiecesCC = ChunkPieces<kC, typename T::LayoutCC>;  // T's rows (kFromT)
 
   // The sequence split's virtual block (chunk_fwd_split.cuh): u = 0, never loaded; its stages'
   // u tiles are zeroed once (without output nothing else writes there).
@@ -77,8 +82,8 @@ struct LoadWarpgroup {
     else return false;
   }
 
-  template <class Boxes>
-  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, int j) {
+  template <class Boxes, class TBox>
+  CUTE_DEVICE void load_chunk(const PiecesDK& dk, const PiecesBV& bv, const Boxes& boxes, const TBox& t_box, int j) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     const int s = j % T::kStages;
     auto& st = sm.stage[s];
@@ -91,7 +96,8 @@ struct LoadWarpgroup {
         sm.rows_landed[s].arrive_and_expect_tx(virtual_block() ? kTmaBytes - kUBytes : kTmaBytes);
         if constexpr (writes_output(kMode)) issue_rows_box(p.tma_q, get<0>(boxes), j, s * kStageElems, bar);
         issue_rows_box(p.tma_k, get<1>(boxes), j, s * kStageElems, bar);
-        issue_rows_box(p.tma_w, get<2>(boxes), j, s * kStageElems, bar);
+        if constexpr (kFromT) issue_rows_box(p.tma_t, t_box, j, s * kStageElems, bar);
+        else issue_rows_box(p.tma_w, get<2>(boxes), j, s * kStageElems, bar);
         // u's buffer held the previous chunk's output: its TMA store (store_output) must have read
         // it first; the other three boxes go out before that wait.
         if constexpr (writes_output(kMode)) tma_store_wait<0>();
@@ -104,7 +110,7 @@ struct LoadWarpgroup {
       dk.copy(at(st.w.data()), static_cast<const Element*>(a.w.ptr), a.w, it, it.hv, j, valid, true);
       if (!virtual_block()) bv.copy(at(st.u.data()), static_cast<const Element*>(a.u.ptr) + it.vb * kBV, a.u, it, it.hv, j, valid, true);
     }
-    if (tid < kC) {
+    if (!kFromT && tid < kC) {
       const int r = min(tid, valid - 1);
       copy4_async(&sm.gamma[s][tid], static_cast<const float*>(a.gamma.ptr) + it.row(a.gamma, int64_t(j) * kC + r, it.hv));
     }
@@ -117,7 +123,8 @@ struct LoadWarpgroup {
     const int valid = it.valid_rows(j);
     if constexpr (writes_output(kMode)) dk.zero_from(at(st.q.data()), valid);
     dk.zero_from(at(st.k.data()), valid);
-    dk.zero_from(at(st.w.data()), valid);
+    if constexpr (kFromT) PiecesCC(tid, st.w.data()).zero_from(at(st.w.data()), valid);
+    else dk.zero_from(at(st.w.data()), valid);
     bv.zero_from(at(st.u.data()), valid);
   }
 
@@ -138,6 +145,12 @@ struct LoadWarpgroup {
       Tensor sVn = make_tensor(make_smem_ptr(sm.stage[s].u.data()), typename T::LayoutRowsBV{});  // [C, BV]
       Tensor sH = make_tensor(make_smem_ptr(sm.stage[s].q.data()), typename T::LayoutH{});       // [DK, BV]
       store_kept<T>(a, it, tid, sVn, sH, j + 1);
+      if constexpr (kFromT) {  // the w the w / u warpgroup formed, for bwd_dhu (one value block writes it)
+        if (it.vb == 0) {
+          Tensor sW = make_tensor(make_smem_ptr(sm.stage[s].w.data()), typename T::LayoutRowsDK{});  // [C, DK]
+          store_chunk_rows<kDK>(sW, static_cast<Element*>(a.w.ptr), a.w, it, int64_t(j) * kC, it.hv, it.valid_rows(j), true);
+        }
+      }
       return true;
     }
     if constexpr (!writes_output(kMode)) return false;
@@ -190,9 +203,13 @@ struct LoadWarpgroup {
         rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_qk, it, it.h, 0, sm.stage[0].k.data()),
         rows_boxes<typename T::LayoutRowsDK>(p.tma_w, p.shape_w, it, it.hv, 0, sm.stage[0].w.data()),
         rows_boxes<typename T::LayoutRowsBV>(p.tma_u, p.shape_u, it, it.hv, it.vb, sm.stage[0].u.data()));
-    load_chunk(dk, bv, boxes, 0);  // n >= 1 here
+    const auto t_box = [&] {  // T's rows into w's buffer (kFromT)
+      if constexpr (kFromT) return rows_boxes<typename T::LayoutCC>(p.tma_t, p.shape_t, it, it.hv, 0, sm.stage[0].w.data());
+      else return 0;
+    }();
+    load_chunk(dk, bv, boxes, t_box, 0);  // n >= 1 here
     cp_async_commit();
-    if (n > 1) load_chunk(dk, bv, boxes, 1);
+    if (n > 1) load_chunk(dk, bv, boxes, t_box, 1);
     cp_async_commit();
     for (int j = 0; j < n; ++j) {
       const int s = j % T::kStages;
@@ -215,7 +232,7 @@ struct LoadWarpgroup {
       const bool read_output = j >= 1 && store_output(j - 1);
       if (j + 2 < n) {
         if (read_output) sync();  // every thread's read of chunk j - 1's output is done
-        load_chunk(dk, bv, boxes, j + 2);
+        load_chunk(dk, bv, boxes, t_box, j + 2);
       }
       cp_async_commit();
     }

@@ -87,6 +87,7 @@ struct ChunkFwdTraits {
   using TmaRowsDK = RowsTma<Element, LayoutRowsDK>;  // row_tma.cuh: Q, K, w
   using TmaRowsBV = RowsTma<Element, LayoutRowsBV>;  // u
   using TmaRowsBVStore = RowsTmaStore<Element, LayoutRowsBV>;  // o
+  using TmaRowsCC = RowsTma<Element, LayoutCC>;      // T (the rerun's w / u from the forward's kept T)
 
   // The recurrence kernel's buffers for one chunk: rows of Q, K, w and u (this CTA's columns);
   // u's buffer then holds the chunk's output rows until the loader writes them out.
@@ -107,6 +108,9 @@ struct ChunkFwdTraits {
     // [2] scale n_q and [3] n_k (Aqk^T's columns and rows).
     alignas(8) float gate[kStages][4][kC];
     cutlass::arch::ClusterTransactionBarrier rows_landed[kStages];  // the stage's TMA bytes (a.vec16)
+    // The rerun's w / u from the forward's kept T (a.wy_from_t): T's column factors per row,
+    // [0] beta (Tu = T diag(beta)) and [1] beta n_k exp(gamma) (Tw), from the w / u warpgroup.
+    alignas(16) float t_cols[kStages][2][kC];
   };
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
   // V's tile comes last: the [Tu | Tw] instantiation (chunk_fwd_wu.cuh's WY half) reads no V and
@@ -142,6 +146,8 @@ struct ChunkFwdParams {
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_u;
   typename T::TmaRowsBVStore tma_o;  // built when a.vec16 and a.o_vec16 (o's rows, shaped as u's)
+  RowsShape shape_t;                 // T's (t, 64, HV, batch): with a.wy_from_t and a.wu_in_recurrence
+  typename T::TmaRowsCC tma_t;
 };
 
 // The WY kernel's parameters: the arguments, TMA loads of K and V rows (built when a.vec16; by

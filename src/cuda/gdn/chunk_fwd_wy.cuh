@@ -19,6 +19,7 @@
 #include "src/cuda/attention/mma.cuh"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_rows.cuh"
+#include "src/cuda/gdn/chunk_gates.cuh"
 #include "src/cuda/gdn/chunk_fwd_solve.cuh"
 #include "src/cuda/gdn/chunk_fwd_traits.cuh"
 
@@ -44,51 +45,11 @@ struct WyChunk {
   static CUTE_DEVICE void sync() { __syncthreads(); }
   CUTE_DEVICE int64_t t0() const { return int64_t(j) * kC; }
 
-  // Lane l of warp 0: the gate and beta of rows 2l and 2l + 1 (0 past the sequence end). Beta as
-  // raw bits (AnyFloat::bits), converted in scan_gates: a 16-bit beta's conversion right after its
-  // load held warp 0 there (ncu at B4: 8% of the kernel's stall samples, long scoreboard).
-  CUTE_DEVICE void load_gates(float (&g)[2], uint32_t (&beta_bits)[2]) const {
-    const int valid = it.valid_rows(j);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = 2 * (tid % 32) + e;
-      g[e] = 0.f;
-      beta_bits[e] = 0;  // 0.f in every dtype
-      if (r < valid) {
-        const int64_t t = it.t0 + t0() + r;
-        g[e] = a.g.data.ptr ? a.g.at(it.b, t, it.hv) : 0.f;
-        beta_bits[e] = a.beta.bits_at(it.b, t, it.hv);
-      }
-    }
-  }
-  // Warp 0: finish the gates (fused gate, sigmoid), write their in-chunk inclusive cumsum (log2)
-  // to shared memory and, for the live rows, to the workspace.
+  // Warp 0: the chunk's gates (chunk_gates.cuh), then gamma and beta into shared memory and
+  // gamma's live rows to the workspace.
+  CUTE_DEVICE void load_gates(float (&g)[2], uint32_t (&beta_bits)[2]) const { load_chunk_gates(a, it, j, tid % 32, g, beta_bits); }
   CUTE_DEVICE void scan_gates(float (&g)[2], const uint32_t (&beta_bits)[2], float* gamma, float* beta_out) const {
-    const int lane = tid % 32, valid = it.valid_rows(j);
-    float beta[2] = {a.beta.data.from_bits(beta_bits[0]), a.beta.data.from_bits(beta_bits[1])};
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const bool live = 2 * lane + e < valid;  // rows past the end stay exactly 0
-      if (a.A_log && live) g[e] = -__expf(a.A_log[it.hv * a.a_stride]) * softplus(g[e] + a.dt_bias[it.hv * a.dt_stride]);
-      if (a.beta_logit && live) beta[e] = sigmoid(beta[e]);
-    }
-    const float pair = g[0] + g[1];
-    float incl = pair;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const float x = __shfl_up_sync(0xffffffff, incl, o);
-      if (lane >= o) incl += x;
-    }
-    constexpr float kLog2e = 1.4426950408889634f;
-    const float cum[2] = {(incl - pair + g[0]) * kLog2e, incl * kLog2e};
-    auto* out = static_cast<float*>(a.gamma.ptr);
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int r = 2 * lane + e;
-      gamma[r] = cum[e];
-      beta_out[r] = beta[e];
-      if (r < valid) out[it.row(a.gamma, t0() + r, it.hv)] = cum[e];
-    }
+    finish_chunk_gates(a, it, j, tid % 32, g, beta_bits, gamma, beta_out, static_cast<float*>(a.gamma.ptr));
   }
 
   // T = (I + L_Gamma)^-1 of the gated L (spec/gdn.md), the backward's: T0 is its ungated twin, and
