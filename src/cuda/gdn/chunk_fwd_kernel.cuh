@@ -20,7 +20,9 @@
 // inference, in a training forward and in the backward's rerun alike.
 // Inference with many CTAs at DK = 128 (a.wu_in_recurrence, chosen by chunk_fwd_dispatch.cu): the
 // WY kernel writes [Tu | Tw] rows instead of w and u, and gdn_chunk_fwd_wu_kernel forms w and u
-// in shared memory with a third warpgroup (chunk_fwd_wu.cuh); w and u skip global memory.
+// in shared memory with a third warpgroup (chunk_fwd_wu.cuh); w and u skip global memory. The
+// backward's rerun with the forward's kept T, likewise (a.wy_from_t): no WY kernel; the third
+// warpgroup forms the gates and [Tu | Tw] from T as well.
 #pragma once
 #include <cuda_runtime.h>
 #include <cutlass/arch/reg_reconfig.h>

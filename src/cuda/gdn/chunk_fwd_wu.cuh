@@ -1,6 +1,7 @@
-// src/cuda/gdn/chunk_fwd_wu.cuh — warpgroup 2 of the inference recurrence kernel
-// (gdn_chunk_fwd_wu_kernel, chunk_fwd_kernel.cuh): forms each chunk's w and u in shared memory from what the loader landed,
-// so they never go through global memory.
+// src/cuda/gdn/chunk_fwd_wu.cuh — warpgroup 2 of the inference recurrence kernel, and of the
+// backward's rerun when the forward kept T (gdn_chunk_fwd_wu_kernel, chunk_fwd_kernel.cuh): forms
+// each chunk's w and u in shared memory from what the loader landed, so they never go through
+// global memory (the rerun writes w out for bwd_dhu).
 //
 // The WY kernel then writes only [Tu | Tw] (16-bit, [C, 2C] per chunk: the same values it would
 // have multiplied by V and K itself) into w's workspace rows, and the loader lands them in w's
