@@ -7,8 +7,8 @@ per-kernel CUDA time summed over --iters iterations and divided by them.
 --seqs N: a packed (varlen) batch of N sequences of random lengths summing to T (B = 1), as
 bench_gdn_chunk_bwd.py's varlen case draws them.
 
---keep: what the forward keeps for the backward (chunk_gated_delta_rule's keep_intermediates): none
-(the default: the backward reruns the forward whole), t (T), all (the backward reruns nothing).
+--keep: what the forward keeps for the backward (chunk_gated_delta_rule's keep_intermediates): t
+(T, the default), none (the backward reruns the forward whole), all (the backward reruns nothing).
 --timeline: also the kernels of the last profiled step in the order they ran, each with its start
 (from the step's first kernel), its duration and the idle gap before it.
 Also printed: the elapsed time per step and the host's time to issue one (a step whose host time
@@ -52,7 +52,7 @@ def main():
     ap.add_argument("--T", type=int, default=8192)
     ap.add_argument("--H", type=int, default=16)
     ap.add_argument("--iters", type=int, default=10)
-    ap.add_argument("--keep", choices=("none", "t", "all"), default="none")
+    ap.add_argument("--keep", choices=("none", "t", "all"), default="t")
     ap.add_argument("--timeline", action="store_true", help="the last step's kernels in order, with the gaps between them")
     ap.add_argument("--seqs", type=int, default=None, help="a packed batch of this many sequences (B = 1)")
     args = ap.parse_args()

@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--T", type=int, default=8192)
     ap.add_argument("--H", type=int, default=4)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--keep", choices=("none", "t", "all"), default="none")
+    ap.add_argument("--keep", choices=("none", "t", "all"), default="t")
     ap.add_argument("--top", type=int, default=25)
     args = ap.parse_args()
     forward, step = make_step(args.B, args.T, args.H, KEEP[args.keep])

@@ -69,18 +69,17 @@ def _keep_code(keep_intermediates):
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                            state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, chunk_indices=None,
-                           cp_context=None, keep_intermediates=False, **kwargs):
+                           cp_context=None, keep_intermediates="t", **kwargs):
     """Chunked forward (and, through autograd, backward) of the gated delta rule -> (o, final_state).
 
     keep_intermediates (CUDA, when a gradient is needed): what the forward keeps for the backward,
     held until then.
-      False or None (default): nothing: the backward reruns the forward's kernels whole; the least
-        memory.
-      "t": the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128; what FLA's
-        forward keeps as A). The backward reruns the forward's state pass, with w and u formed from
-        T instead of a second inverse (at K = 128 inside the recurrence kernel): on an H200 the
-        backward ~6.5% faster, the forward ~5% slower (T written), forward + backward ~4% faster at
-        B4 T8192 H16 (docs/perf/gdn_chunk_bwd.md).
+      "t" (default): the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128;
+        what FLA's forward keeps as A). The backward reruns the forward's state pass, with w and u
+        formed from T instead of a second inverse (at K = 128 inside the recurrence kernel): on an
+        H200 forward + backward ~4% faster than keeping nothing, at B4 T8192 H16 and at a varlen
+        batch of 20 sequences (docs/perf/gdn_chunk_bwd.md).
+      False or None: nothing: the backward reruns the forward's kernels whole; the least memory.
       True or "all": also w, gamma, v_new and every chunk's start state (at K = V = 128 about 4.5x
         the bytes of v): the backward reruns none of the forward's kernels; the fastest."""
     state_v_first = _state_v_first(state_v_first, kwargs)

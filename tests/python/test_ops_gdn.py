@@ -225,21 +225,22 @@ def test_cuda_chunk_backward_matches_cpu(K, options, varlen):
     o_shape = (B, T, 4, K)
     do, dht = torch.randn(o_shape), torch.randn(N, 4, K, K)
 
-    def grads(device, dtype, keep=False):
+    def grads(device, dtype, **keep):  # keep: keep_intermediates=..., or nothing for the default
         ls = {n: (t.to(dtype) if t.dtype == torch.bfloat16 else t.double() if dtype == torch.float64 else t)
               .to(device).requires_grad_() for n, t in leaves.items()}
         ex = {n: (t.double() if dtype == torch.float64 else t).to(device).requires_grad_() for n, t in extra.items()}
         o, s = attnkit.chunk_gated_delta_rule(ls["q"], ls["k"], ls["v"], ls["g"], ls["beta"], initial_state=ls["h0"],
                                               output_final_state=True, cu_seqlens=None if cu is None else cu.to(device),
-                                              keep_intermediates=keep, **options, **ex)
+                                              **keep, **options, **ex)
         wrt = list(ls.values()) + list(ex.values())
         gs = torch.autograd.grad((o, s), wrt, (do.to(o), dht.to(s)))
         return dict(zip(list(ls) + list(ex), (g.double().cpu() for g in gs)))
 
     want = grads("cpu", torch.float64)
-    got = grads("cuda", torch.bfloat16)  # the backward reruns the forward's kernels (the default)
-    kept = grads("cuda", torch.bfloat16, keep=True)  # ... reads all the forward's intermediates
-    kept_t = grads("cuda", torch.bfloat16, keep="t")  # ... forms w and u from the forward's T
+    got = grads("cuda", torch.bfloat16, keep_intermediates=False)  # the backward reruns the forward's kernels
+    kept = grads("cuda", torch.bfloat16, keep_intermediates=True)  # ... reads all the forward's intermediates
+    kept_t = grads("cuda", torch.bfloat16, keep_intermediates="t")  # ... forms w and u from the forward's T
+    default = grads("cuda", torch.bfloat16)  # keeps T: the same bits as "t" (the backward is deterministic)
     tol = dict(q=0.008, k=0.008, v=0.008, h0=0.008, beta=0.02, g=0.02, A_log=0.02, dt_bias=0.02)
     for name, w in want.items():
         for result in (got, kept, kept_t):
@@ -248,6 +249,7 @@ def test_cuda_chunk_backward_matches_cpu(K, options, varlen):
         # Without the in-op l2norm the rerun sees the very inputs the forward saw: the same bits.
         if not options.get("use_qk_l2norm_in_kernel"):
             assert torch.equal(kept[name], got[name]), name
+        assert torch.equal(default[name], kept_t[name]), name
 
 
 def test_bad_arguments_raise_clear_errors():
