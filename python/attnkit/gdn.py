@@ -55,30 +55,44 @@ def _refuse_unknown(kwargs):
         raise TypeError(f"attnkit: unexpected keyword arguments {sorted(unknown)}")
 
 
-def _keep_code(keep_intermediates):
-    """chunk_gated_delta_rule's keep_intermediates -> the op's keep: 0 nothing, 1 T, 2 all."""
+def _keep_code(keep_intermediates, q, v, cu_seqlens):
+    """chunk_gated_delta_rule's keep_intermediates -> the op's keep: 0 nothing, 1 T, 2 all. "auto": T
+    where the backward's rerun then forms w and u inside the recurrence kernel (K = V = 128 and at
+    least 96 (sequence, value head, 64-column value block) chains: chunk_bwd_dispatch.cu's rule,
+    bar its 16-byte row alignment, which a fake tensor cannot tell and which only picks between two
+    kernels that both read T), else nothing. From shapes alone: a traced graph decides as eager does."""
+    if isinstance(keep_intermediates, str) and keep_intermediates == "auto":
+        if q.dim() != 4 or v.dim() != 4 or (cu_seqlens is not None and cu_seqlens.dim() != 1):
+            return 0  # the op refuses these with its own message
+        seqs = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
+        chains = seqs * v.shape[2] * (v.shape[3] // 64)
+        return 1 if q.shape[3] == 128 and v.shape[3] == 128 and chains >= 96 else 0
     if keep_intermediates is None or keep_intermediates is False:
         return 0
     if keep_intermediates is True or keep_intermediates == "all":
         return 2
     if keep_intermediates == "t":
         return 1
-    raise ValueError(f'attnkit: keep_intermediates: expected "t", True / "all" or False / None, got {keep_intermediates!r}')
+    raise ValueError(f'attnkit: keep_intermediates: expected "auto", "t", True / "all" or False / None, '
+                     f'got {keep_intermediates!r}')
 
 
 def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
                            use_qk_l2norm_in_kernel=False, use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                            state_v_first=False, cu_seqlens=None, cu_seqlens_cpu=None, chunk_indices=None,
-                           cp_context=None, keep_intermediates="t", **kwargs):
+                           cp_context=None, keep_intermediates="auto", **kwargs):
     """Chunked forward (and, through autograd, backward) of the gated delta rule -> (o, final_state).
 
     keep_intermediates (CUDA, when a gradient is needed): what the forward keeps for the backward,
     held until then.
-      "t" (default): the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128;
-        what FLA's forward keeps as A). The backward reruns the forward's state pass, with w and u
-        formed from T instead of a second inverse (at K = 128 inside the recurrence kernel): on an
-        H200 forward + backward ~4% faster than keeping nothing, at B4 T8192 H16 and at a varlen
-        batch of 20 sequences (docs/perf/gdn_chunk_bwd.md).
+      "auto" (default): "t" at K = V = 128 with at least 96 (sequence, value head, 64-column value
+        block) chains, where it pays, else nothing (docs/perf/gdn_chunk_bwd.md).
+      "t": the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128; what FLA's
+        forward keeps as A). The backward reruns the forward's state pass, with w and u formed from
+        T instead of a second inverse (at K = 128 with many chains inside the recurrence kernel): on
+        an H200 forward + backward ~4% faster than keeping nothing at B4 T8192 H16 and at a varlen
+        batch of 20 sequences (H64); with few chains no faster (B1 T8192 H16 the same, B1 T32768 H32
+        +0.8%).
       False or None: nothing: the backward reruns the forward's kernels whole; the least memory.
       True or "all": also w, gamma, v_new and every chunk's start state (at K = V = 128 about 4.5x
         the bytes of v): the backward reruns none of the forward's kernels; the fastest."""
@@ -93,7 +107,7 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
     gk = kwargs.get("gk")
     if gk is not None and g is not None:
         raise ValueError("attnkit: give either g or gk, not both")
-    keep = _keep_code(keep_intermediates)  # checked even where nothing will be kept
+    keep = _keep_code(keep_intermediates, q, v, cu_seqlens)  # checked even where nothing will be kept
     if not (torch.is_grad_enabled() and any(
             t is not None and t.requires_grad for t in (q, k, v, beta, g, gk, A_log, dt_bias, initial_state))):
         keep = 0

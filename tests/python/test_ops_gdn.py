@@ -240,7 +240,7 @@ def test_cuda_chunk_backward_matches_cpu(K, options, varlen):
     got = grads("cuda", torch.bfloat16, keep_intermediates=False)  # the backward reruns the forward's kernels
     kept = grads("cuda", torch.bfloat16, keep_intermediates=True)  # ... reads all the forward's intermediates
     kept_t = grads("cuda", torch.bfloat16, keep_intermediates="t")  # ... forms w and u from the forward's T
-    default = grads("cuda", torch.bfloat16)  # keeps T: the same bits as "t" (the backward is deterministic)
+    default = grads("cuda", torch.bfloat16)  # "auto": nothing kept at these few chains (test below: many)
     tol = dict(q=0.008, k=0.008, v=0.008, h0=0.008, beta=0.02, g=0.02, A_log=0.02, dt_bias=0.02)
     for name, w in want.items():
         for result in (got, kept, kept_t):
@@ -249,7 +249,45 @@ def test_cuda_chunk_backward_matches_cpu(K, options, varlen):
         # Without the in-op l2norm the rerun sees the very inputs the forward saw: the same bits.
         if not options.get("use_qk_l2norm_in_kernel"):
             assert torch.equal(kept[name], got[name]), name
-        assert torch.equal(default[name], kept_t[name]), name
+        assert torch.equal(default[name], got[name]), name  # the backward is deterministic
+
+
+def test_auto_keep_rule():
+    """keep_intermediates="auto" keeps T exactly where the backward's rerun forms w and u from it in
+    the recurrence kernel: K = V = 128 and 96+ (sequence, value head, 64-column block) chains."""
+    def code(B, HV, K, cu=None):
+        q = torch.empty(B, 64, 2, K, device="meta")
+        v = torch.empty(B, 64, HV, K, device="meta")
+        return attnkit.gdn._keep_code("auto", q, v, cu)
+    assert code(4, 16, 128) == 1   # issue 6's B4 case: 128 chains
+    assert code(3, 16, 128) == 1   # 96
+    assert code(1, 32, 128) == 0   # 64: few chains, T bought nothing
+    assert code(4, 16, 64) == 0    # K = 64: no recurrence-formed w, u
+    assert code(1, 64, 128, torch.zeros(21, dtype=torch.int64)) == 1  # varlen: 20 sequences x 64 heads
+    assert code(1, 16, 128, torch.zeros(3, dtype=torch.int64)) == 0   # 2 sequences x 16 heads
+    q = torch.empty(2, 64, 128, device="meta")  # malformed: left to the op's own error
+    assert attnkit.gdn._keep_code("auto", q, q, None) == 0
+    assert [attnkit.gdn._keep_code(k, q, q, None) for k in (False, None, "t", True, "all")] == [0, 0, 1, 2, 2]
+
+
+@needs_cuda
+def test_cuda_default_keeps_t_with_many_chains():
+    """At 96+ chains the default keeps T: the same bits as keep_intermediates="t" (the op is
+    deterministic), within T's rounding of keeping nothing."""
+    torch.manual_seed(5)
+    x = inputs(B=2, T=70, H=4, HV=48, K=128, V=128, dtype=torch.bfloat16)  # 2 x 48 x 2 = 192 chains
+    cuda = {n: x[n].cuda() for n in ("q", "k", "v", "g", "beta")}
+
+    def grads(**keep):
+        ls = [cuda[n].clone().float().requires_grad_() if n == "g" else cuda[n].clone().requires_grad_()
+              for n in ("q", "k", "v", "g", "beta")]
+        o, _ = attnkit.chunk_gated_delta_rule(*ls, use_qk_l2norm_in_kernel=True, **keep)
+        return torch.autograd.grad(o, ls, torch.ones_like(o))
+
+    default, t, nothing = grads(), grads(keep_intermediates="t"), grads(keep_intermediates=False)
+    for a, b, c in zip(default, t, nothing):
+        assert torch.equal(a, b)
+        assert torch.isfinite(a).all() and ref.rms_ratio(a.double().cpu(), c.double().cpu()) < 5e-3
 
 
 def test_bad_arguments_raise_clear_errors():
