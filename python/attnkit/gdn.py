@@ -61,7 +61,7 @@ def _keep_code(keep_intermediates, q, v, cu_seqlens):
     least 96 (sequence, value head, 64-column value block) chains: chunk_bwd_dispatch.cu's rule,
     bar its 16-byte row alignment, which a fake tensor cannot tell and which only picks between two
     kernels that both read T), else nothing. From shapes alone: a traced graph decides as eager does."""
-    if isinstance(keep_intermediates, str) and keep_intermediates == "auto":
+    if keep_intermediates == "auto":
         if q.dim() != 4 or v.dim() != 4 or (cu_seqlens is not None and cu_seqlens.dim() != 1):
             return 0  # the op refuses these with its own message
         seqs = q.shape[0] if cu_seqlens is None else cu_seqlens.shape[0] - 1
