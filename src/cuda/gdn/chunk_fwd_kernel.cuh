@@ -111,6 +111,14 @@ ChunkFwdParams<T> recurrence_params(const ChunkFwdArgs& a) {
   if (a.wu_in_recurrence && a.wy_from_t) {
     p.shape_t = rows_shape(a.tokens, T::kC, a.HV, batch);
     p.tma_t = make_rows_tma<Element, typename T::LayoutCC>(a.tmat, p.shape_t);
+    p.tma_w_out = make_rows_tma_store<Element, typename T::LayoutRowsDK>(a.w, p.shape_w);
+  }
+  if (!a.o.ptr && a.states && a.vnew.ptr) {  // kStates: the kept tiles by TMA stores
+    const int64_t V = int64_t(a.v_blocks) * T::kBV;
+    p.tma_vnew = make_rows_tma_store<Element, typename T::LayoutRowsBV>(a.vnew, p.shape_u);
+    p.shape_states = rows_shape(T::kDK, static_cast<int>(V), a.HV, static_cast<int>(a.wy_slots));
+    const RowTensor states{a.states, a.HV * T::kDK * V, V, T::kDK * V};  // (slot, k, hv) strides
+    p.tma_states = make_rows_tma_store<Element, typename T::LayoutH>(states, p.shape_states);
   }
   return p;
 }

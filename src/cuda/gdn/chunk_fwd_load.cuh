@@ -92,6 +92,9 @@ struct LoadWarpgroup {
       if (tid == 0) {
         constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
+        // kStates: this stage's kept tiles went out by TMA (store_kept_tma) just before: their
+        // shared reads come first.
+        if constexpr (kMode == Recurrence::kStates) tma_store_wait<0>();
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads first
         sm.rows_landed[s].arrive_and_expect_tx(virtual_block() ? kTmaBytes - kUBytes : kTmaBytes);
         if constexpr (writes_output(kMode)) issue_rows_box(p.tma_q, get<0>(boxes), j, s * kStageElems, bar);
@@ -142,6 +145,7 @@ struct LoadWarpgroup {
     ChunkBarriers::sync(ChunkBarriers::kEmpty + s, 256);
     auto& sm = chunk_smem<typename T::SharedStorage>();
     if constexpr (kMode == Recurrence::kStates) {  // the state warpgroup left v_new and the next start state here
+      if (kWu || a.vec16) return store_kept_tma(j);
       Tensor sVn = make_tensor(make_smem_ptr(sm.stage[s].u.data()), typename T::LayoutRowsBV{});  // [C, BV]
       Tensor sH = make_tensor(make_smem_ptr(sm.stage[s].q.data()), typename T::LayoutH{});       // [DK, BV]
       store_kept<T>(a, it, tid, sVn, sH, j + 1);
@@ -162,6 +166,52 @@ struct LoadWarpgroup {
       if (j + 2 < it.nchunks) ChunkBarriers::arrive(ChunkBarriers::kKeptFree, 256);
     }
     return read_stage;
+  }
+
+  // kStates with TMA rows: chunk j's v_new, chunk j + 1's start state and (kFromT, vb 0) chunk j's
+  // w, from stage s, by TMA stores from thread 0 (store_kept's thread stores held the loader's 128
+  // threads on every chunk: the wu kernel's kStates pass took ~37% longer than its kOutput pass for
+  // ~12% more bytes, ncu). A tail chunk's v_new and w rows go row by row (a box would write into
+  // the next sequence's rows); the state, a whole [DK, BV] box, always by TMA. load_chunk waits for
+  // the stores' shared reads before refilling the stage. Returns whether this thread read the tiles.
+  CUTE_DEVICE bool store_kept_tma(int j) {
+    auto& sm = chunk_smem<typename T::SharedStorage>();
+    constexpr int kStageElems = sizeof(typename T::Stage) / sizeof(Element);
+    const int s = j % T::kStages;
+    const int valid = it.valid_rows(j);
+    bool read = false;
+    if (valid == kC) {
+      if (tid == 0) {
+        const auto box = rows_boxes<typename T::LayoutRowsBV>(p.tma_vnew, p.shape_u, it, it.hv, it.vb, sm.stage[0].u.data());
+        copy(p.tma_vnew, make_tensor(get<1>(box).data() + s * kStageElems, get<1>(box).layout()), get<0>(box)(_, j));
+      }
+    } else {
+      Tensor sVn = make_tensor(make_smem_ptr(sm.stage[s].u.data()), typename T::LayoutRowsBV{});  // [C, BV]
+      store_chunk_rows<kBV>(sVn, static_cast<Element*>(a.vnew.ptr) + it.vb * kBV, a.vnew, it, int64_t(j) * kC, it.hv, valid, true);
+      read = true;
+    }
+    if (j + 1 < it.nchunks && tid == 0) {  // the start state of chunk j + 1: slot as store_kept numbers it
+      const int64_t chunk = int64_t(it.seg) * a.split.chunks + j + 1;
+      const int64_t first = a.cu_seqlens ? it.t0 / 64 + it.n : ChunkSlot::first(a, it.n);
+      const auto box = matrix_boxes<typename T::LayoutH>(p.tma_states, p.shape_states, it.hv, first + chunk, sm.stage[0].q.data());
+      copy(p.tma_states, make_tensor(get<1>(box).data() + s * kStageElems, get<1>(box).layout()), get<0>(box)(_, it.vb));
+    }
+    if constexpr (kFromT) {  // the w the w / u warpgroup formed, for bwd_dhu (one value block writes it)
+      if (it.vb == 0) {
+        if (valid == kC) {
+          if (tid == 0) {
+            const auto box = rows_boxes<typename T::LayoutRowsDK>(p.tma_w_out, p.shape_w, it, it.hv, 0, sm.stage[0].w.data());
+            copy(p.tma_w_out, make_tensor(get<1>(box).data() + s * kStageElems, get<1>(box).layout()), get<0>(box)(_, j));
+          }
+        } else {
+          Tensor sW = make_tensor(make_smem_ptr(sm.stage[s].w.data()), typename T::LayoutRowsDK{});  // [C, DK]
+          store_chunk_rows<kDK>(sW, static_cast<Element*>(a.w.ptr), a.w, it, int64_t(j) * kC, it.hv, valid, true);
+          read = true;
+        }
+      }
+    }
+    if (tid == 0) tma_store_arrive();
+    return read;
   }
 
   // Chunk j's output rows, from u's buffer, to o (store_output's); whether this thread read them.

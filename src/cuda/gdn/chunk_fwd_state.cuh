@@ -229,6 +229,7 @@ struct StateWarpgroup {
         store_transposed(o2, sUt);  // u is consumed: its buffer takes O for the loader
         cutlass::arch::fence_view_async_shared();  // the loader may store it by TMA
       }
+      if constexpr (kMode == Recurrence::kStates) cutlass::arch::fence_view_async_shared();  // v_new, H: stored by TMA
       ChunkBarriers::arrive(ChunkBarriers::kEmpty + s, 256);  // the loader writes O and the kept tiles out
     }
     const EndState end = end_state(a, it, kDK);  // ht, or the split's end states

@@ -148,6 +148,13 @@ struct ChunkFwdParams {
   typename T::TmaRowsBVStore tma_o;  // built when a.vec16 and a.o_vec16 (o's rows, shaped as u's)
   RowsShape shape_t;                 // T's (t, 64, HV, batch): with a.wy_from_t and a.wu_in_recurrence
   typename T::TmaRowsCC tma_t;
+  // kStates with TMA rows (the backward's rerun): the kept tiles' stores (LoadWarpgroup::store_kept_tma):
+  // v_new's rows (shaped as u's), w's rows (formed in the kernel, a.wy_from_t), and the start states
+  // [slots, HV, K, V] seen as rows: (K, V, HV, slots).
+  typename T::TmaRowsBVStore tma_vnew;
+  RowsTmaStore<typename T::Element, typename T::LayoutRowsDK> tma_w_out;
+  RowsShape shape_states;
+  RowsTmaStore<typename T::Element, typename T::LayoutH> tma_states;
 };
 
 // The WY kernel's parameters: the arguments, TMA loads of K and V rows (built when a.vec16; by

@@ -68,6 +68,17 @@ CUTE_DEVICE void issue_rows_box(const Tma& tma, const Boxes& b, int j, int offse
   copy(tma.with(bar), get<0>(b)(_, j), make_tensor(get<1>(b).data() + offset, get<1>(b).layout()));
 }
 
+// Device: the boxes of one (head, batch) entry's whole [rows, cols] matrix — (global tiles by
+// column block, the stage-0 shared tile): the start states' [DK, BV] blocks (LayoutH's box is all
+// DK rows), indexed by value block.
+template <class SmemLayout, class Tma, class Element>
+CUTE_DEVICE auto matrix_boxes(const Tma& tma, const RowsShape& shape, int head, int64_t batch, Element* stage0) {
+  Tensor m = tma.get_tma_tensor(shape)(_, _, head, static_cast<int>(batch));  // (rows, cols)
+  Tensor g = local_tile(m, BoxShape<SmemLayout>{}, make_coord(_0{}, _));
+  Tensor s0 = make_tensor(make_smem_ptr(stage0), SmemLayout{});
+  return tma_partition(tma, _0{}, Layout<_1>{}, group_modes<0, 2>(s0), group_modes<0, 2>(g));
+}
+
 // The shared tile of `b` (rows_boxes) to chunk j's rows: a whole box, so only where every one of
 // its rows is the sequence's (a box past the end would write the next sequence's rows). Issued by
 // one thread after every writer's fence.proxy.async and a barrier; completes asynchronously
