@@ -58,9 +58,10 @@ def _refuse_unknown(kwargs):
 def _keep_code(keep_intermediates, q, v, cu_seqlens):
     """chunk_gated_delta_rule's keep_intermediates -> the op's keep: 0 nothing, 1 T, 2 all. "auto": T
     where the backward's rerun then forms w and u inside the recurrence kernel (K = V = 128 and at
-    least 96 (sequence, value head, 64-column value block) chains: chunk_bwd_dispatch.cu's rule,
-    bar its 16-byte row alignment, which a fake tensor cannot tell and which only picks between two
-    kernels that both read T), else nothing. From shapes alone: a traced graph decides as eager does."""
+    least 96 (sequence, value head, 64-column value block) chains: src/cuda/gdn/chunk_host.hpp's
+    kWuInRecurrenceChains, bar its 16-byte row alignment, which a fake tensor cannot tell and which
+    only picks between two kernels that both read T), else nothing. From shapes alone: a traced
+    graph decides as eager does."""
     if keep_intermediates == "auto":
         if q.dim() != 4 or v.dim() != 4 or (cu_seqlens is not None and cu_seqlens.dim() != 1):
             return 0  # the op refuses these with its own message

@@ -133,7 +133,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
     // At K = 128 with 16-byte rows, unsplit and with enough chains (the forward's rule for w and
     // u in the recurrence, chunk_fwd_dispatch.cu): no WY kernel; the recurrence forms w and u
     // from T itself and writes w and gamma out (gdn_chunk_fwd_wu_kernel<T, true>).
-    f.wu_in_recurrence = kD == 128 && f.vec16 && ws.split.count <= 1 && int64_t(f.num_seqs) * f.HV * f.v_blocks >= 96;
+    f.wu_in_recurrence = kD == 128 && f.vec16 && ws.split.count <= 1 && int64_t(f.num_seqs) * f.HV * f.v_blocks >= gdn::kWuInRecurrenceChains;
   }
   f.u = ws.rows_of(base, ws.u, ws.HV, kD);
   if (ws.split.count > 1) {

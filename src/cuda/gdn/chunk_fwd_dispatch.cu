@@ -99,7 +99,7 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
   const int64_t seqs = varlen ? p.in.cu_seqlens.size(0) - 1 : p.in.q.size(0);
   const int64_t items = seqs * p.in.v.size(2) * (p.in.v.size(3) / 64);
   const bool keeps_all = p.intermediates.data != nullptr && p.keep == GdnKeep::kAll;
-  return !keeps_all && p.in.q.size(3) == 128 && items >= 96 && gdn::rows_aligned(p.in.q, varlen, 16) &&
+  return !keeps_all && p.in.q.size(3) == 128 && items >= gdn::kWuInRecurrenceChains && gdn::rows_aligned(p.in.q, varlen, 16) &&
          gdn::rows_aligned(p.in.k, varlen, 16) && gdn::rows_aligned(p.in.v, varlen, 16);
 }
 

@@ -10,6 +10,13 @@
 
 namespace attnkit::cuda::gdn {
 
+// The fewest (sequence, value head, 64-column value block) chains at which the recurrence kernel
+// forms w and u itself at K = 128 (the inference forward, chunk_fwd_dispatch.cu, and the backward's
+// rerun from a kept T, chunk_bwd_dispatch.cu): it adds ~0.15 us to each chunk of every chain, repaid
+// only with many chains (docs/perf/gdn_chunk_fwd.md, v8). python/attnkit/gdn.py's "auto" keep
+// restates it.
+constexpr int64_t kWuInRecurrenceChains = 96;
+
 // What the CUDA chunked forward (and so the backward) does not take among the inputs.
 Status check_chunked_supported(const GdnInputs& in);
 // The sequence split's plan (chunk_fwd_plan.hpp) for `in` on this device: dense batches only;
