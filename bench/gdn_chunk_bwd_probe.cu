@@ -14,7 +14,8 @@
 //                                             bench_gdn_chunk.py's lengths); PROBE_SEQ_ORDER=
 //                                             desc / asc: the same lengths, longest / shortest
 //                                             first (what a longest-first CTA order would gain
-//                                             on the chain kernels' last wave)
+//                                             on the chain kernels' last wave); PROBE_NO_L2NORM=1:
+//                                             without the in-op l2norm
 //   gdn_chunk_bwd_probe check PREFIX          a set of small cases (dtypes, K 64/128, tails, varlen
 //                                             with empty and 1-token sequences, GVA, several items
 //                                             per persistent CTA (1024 items in one); rerun and
@@ -150,7 +151,7 @@ double run_case(const Case& c, int reps, const std::string& prefix, double* fwd_
   in.g = per_token(buf(g.data(), ng * 4), DType::kFloat32);
   in.beta = per_token(buf(beta.data(), ng * 2), c.dt);
   in.initial_state = state(buf(h0.data(), ns * 4));
-  in.use_qk_l2norm = true;
+  in.use_qk_l2norm = std::getenv("PROBE_NO_L2NORM") == nullptr;  // timing the path without it
   if (!c.seqlens.empty()) {
     std::vector<int64_t> offsets = {0};
     for (int64_t l : c.seqlens) offsets.push_back(offsets.back() + l);
@@ -232,6 +233,12 @@ int main(int argc, char** argv) {
       cases.push_back(t);
     }
     cases.push_back({DType::kBFloat16, 128, 1, 0, 2, 4, {1, 130, 64, 63}, true, true, GdnKeep::kT});
+    // Enough (sequence, value head) pairs for bwd_dhu's value block of 64, where it works dv_local
+    // out itself (BwdDhuTraits::kLocal): dense, varlen, GVA at K = 64, T kept.
+    cases.push_back({DType::kBFloat16, 128, 2, 1000, 20, 20, {}, false});
+    cases.push_back({DType::kBFloat16, 128, 1, 0, 10, 20, {1, 0, 130, 64, 300, 63}, false});
+    cases.push_back({DType::kFloat16, 64, 2, 777, 20, 40, {}, false});
+    cases.push_back({DType::kBFloat16, 128, 1, 0, 10, 20, {1, 0, 130, 64, 300, 63}, true, false, GdnKeep::kT});
     for (auto& c : cases)
       for (int64_t l : c.seqlens) c.T += l;
     for (size_t i = 0; i < cases.size(); ++i) run_case(cases[i], 1, std::string(argv[2]) + "." + std::to_string(i));

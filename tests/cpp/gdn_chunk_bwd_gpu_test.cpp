@@ -340,6 +340,46 @@ TEST_F(GdnChunkBwdGpu, KeptT) {
   check_backward(split, 41, 0, true, 3, GdnKeep::kT);
 }
 
+// bwd_dhu working each chunk's dv_local out itself (BwdDhuTraits::kLocal, bwd_dhu_local.cuh) where
+// its value block is 64 — more than ~33 (sequence, value head) pairs at V = 128, ~66 at V = 64 on
+// a 132-SM H200 (plan_bwd_dhu) — and its reverse chain unsplit: the shapes of issue 6's bars. The
+// cases above are smaller and take the dv_local kernel. Tails, varlen with empty and 1-token
+// sequences, GVA, the in-op l2norm (then a pass of its own, l2norm_rows.cuh), strong, zero and no
+// gates, T kept.
+TEST_F(GdnChunkBwdGpu, DvLocalInsideBwdDhu) {
+  GdnCase plain = bwd_case(DType::kBFloat16, 128, 130);
+  plain.H = plain.HV = 20;  // 2 x 20 pairs x 2 value blocks
+  GdnCase gva = bwd_case(DType::kFloat16, 64, 200);
+  gva.H = 20;
+  gva.HV = 40;
+  gva.l2norm = gva.fused_gate = gva.beta_logit = true;
+  GdnCase varlen = bwd_case(DType::kBFloat16, 128, 0);
+  varlen.B = 1;
+  varlen.seqlens = {1, 0, 130, 64, 65, 7};
+  varlen.T = 267;
+  varlen.H = 10;
+  varlen.HV = 20;
+  varlen.l2norm = true;
+  GdnCase strong = bwd_case(DType::kFloat16, 128, 190);
+  strong.B = 1;
+  strong.H = strong.HV = 40;
+  strong.g_lo = -5.0, strong.g_hi = -1.0;
+  GdnCase zero = plain;
+  zero.g_lo = zero.g_hi = 0.0;
+  zero.l2norm = true;
+  GdnCase none = bwd_case(DType::kBFloat16, 64, 100);
+  none.H = none.HV = 40;
+  none.scalar_gate = false;
+  int i = 0;
+  for (const GdnCase& c : {plain, gva, varlen, strong, zero, none}) {
+    SCOPED_TRACE("case " + std::to_string(i++));
+    const GdnGrads rerun = check_backward(c);
+    expect_same_bits(rerun, check_backward(c, 41, 0, true));  // all kept: the same kernels after the rerun
+  }
+  SCOPED_TRACE("varlen, T kept");
+  check_backward(varlen, 41, 0, true, 0, GdnKeep::kT);
+}
+
 // Few (sequence, value head) chains: the rerun runs the forward's sequence split (segments side by
 // side, stitched), and a training forward keeps each segment's pieces; bwd_dhu splits its own
 // reverse chain at the same count (bwd_dhu_split.cuh), kept or rerun. Forced segment counts (up

@@ -33,6 +33,9 @@ struct BwdDhuArgs {
   bool dv2_vec16 = false;                 // dv2 rows 16-byte aligned
   bool dh_vec16 = false;                  // dh rows (K-first, unit v stride) 16-byte aligned: TMA stores
   int dh_chunks = 0, dh_batch = 0;        // dh's chunk and batch extents (its TMA descriptor)
+  // The chunked backward's dv worked out in the kernel (BwdDhuTraits::kLocal, bwd_dhu_local.cuh;
+  // value block 64, vec16, no split, scalar gate or none): dv absent.
+  bool local = false;
   // The reverse chain's sequence split (bwd_dhu_split.cuh; dense batches with vec16 only):
   // segments numbered from the end, starts / prods as the forward's, DK / BV virtual blocks.
   SegmentSplit split;

@@ -5,11 +5,14 @@
 // (every product contracts over keys or rows, never over values), so value blocks need no
 // communication; with too few of them, each chain is also cut into segments (bwd_dhu_split.cuh).
 // Warpgroup 0 streams the chunks from the last (bwd_dhu_load.cuh), warpgroup 1 carries dH
-// (bwd_dhu_state.cuh); they meet at the stages' "full" / "empty" named barriers.
+// (bwd_dhu_state.cuh); they meet at the stages' "full" / "empty" named barriers. With kLocal
+// warpgroup 2 works out each chunk's dv from its rows (bwd_dhu_local.cuh).
 #pragma once
 #include <cuda_runtime.h>
+#include <cutlass/arch/reg_reconfig.h>
 
 #include "src/cuda/gdn/bwd_dhu_load.cuh"
+#include "src/cuda/gdn/bwd_dhu_local.cuh"
 #include "src/cuda/gdn/bwd_dhu_split.cuh"
 #include "src/cuda/gdn/bwd_dhu_state.cuh"
 #include "src/cuda/smem_optin.cuh"
@@ -27,7 +30,19 @@ __global__ void __launch_bounds__(T::kThreads, 1) gdn_bwd_dhu_kernel(CUTE_GRID_C
     cutlass::arch::fence_barrier_init();
   }
   __syncthreads();
-  if (threadIdx.x < 128) {
+  if constexpr (T::kLocal) {
+    const int wg = static_cast<int>(threadIdx.x) / 128, tid = static_cast<int>(threadIdx.x) % 128;
+    if (wg == 0) {
+      cutlass::arch::warpgroup_reg_dealloc<T::kLoadRegs>();
+      if (it.nchunks > 0) DhuLoadWarpgroup<T>{p, a, it, tid}.run();
+    } else if (wg == 1) {
+      cutlass::arch::warpgroup_reg_alloc<T::kStateRegs>();
+      DhuStateWarpgroup<T>{a, it, tid}.run();
+    } else {
+      cutlass::arch::warpgroup_reg_dealloc<T::kLocalRegs>();
+      if (it.nchunks > 0) DhuLocalWarpgroup<T>{a, it, tid}.run();
+    }
+  } else if (threadIdx.x < 128) {
     if (it.nchunks > 0) DhuLoadWarpgroup<T>{p, a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
     DhuStateWarpgroup<T>{a, it, static_cast<int>(threadIdx.x) - 128}.run();
@@ -45,7 +60,7 @@ void make_row_tmas(BwdDhuParams<T>& p, const BwdDhuArgs& a, int batch) {
   p.tma_k = make_rows_tma<Element, typename T::LayoutRowsDK>(a.k, p.shape_qk);
   p.tma_w = make_rows_tma<Element, typename T::LayoutRowsDK>(a.w, p.shape_w);
   p.tma_do = make_rows_tma<Element, typename T::LayoutRowsBV>(a.dout, p.shape_v);
-  p.tma_dv = make_rows_tma<Element, typename T::LayoutRowsBV>(a.dv, p.shape_v);
+  if constexpr (!T::kLocal) p.tma_dv = make_rows_tma<Element, typename T::LayoutRowsBV>(a.dv, p.shape_v);
 }
 
 // dh's TMA store (bwd_dhu_args.cuh's DhShape); a batch of one gets any valid stride.
@@ -84,9 +99,8 @@ cudaError_t launch_split(const BwdDhuParams<T>& p, cudaStream_t stream) {
   return launch_pass(outputs, segments_of_pass(outputs.a.split) * chains * blocks_of_pass(outputs.a), stream);
 }
 
-template <class Element, int kDK, int kBV>
-cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
-  using T = BwdDhuTraits<Element, kDK, kBV>;
+template <class T>
+cudaError_t launch_with(const BwdDhuArgs& a, cudaStream_t stream) {
   const int64_t items = int64_t(a.num_seqs) * a.HV * a.v_blocks;
   if (items == 0) return cudaSuccess;
   if (items > INT32_MAX) return cudaErrorInvalidValue;
@@ -95,11 +109,22 @@ cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
   if (a.vec16) {
     make_row_tmas(p, a, a.cu_seqlens ? 1 : a.num_seqs);
   }
-  if (a.dh_vec16 && a.dh_chunks > 0) make_dh_tma(p, a, kDK, int64_t(a.v_blocks) * kBV);
+  if (a.dh_vec16 && a.dh_chunks > 0) make_dh_tma(p, a, T::kDK, int64_t(a.v_blocks) * T::kBV);
   const cudaError_t ok = ensure_dynamic_smem<gdn_bwd_dhu_kernel<T>>(T::kSmemBytes);
   if (ok != cudaSuccess) return ok;
   if (a.split.count > 1) return launch_split(p, stream);
   return launch_pass(p, items, stream);
+}
+
+// kLocal only where its warpgroup can work (bwd_dhu_args.cuh): the caller decides, this refuses.
+template <class Element, int kDK, int kBV>
+cudaError_t launch_gdn_bwd_dhu(const BwdDhuArgs& a, cudaStream_t stream) {
+  if (!a.local) return launch_with<BwdDhuTraits<Element, kDK, kBV>>(a, stream);
+  if constexpr (kBV == 64) {
+    if (!a.vec16 || a.split.count > 1 || a.per_key_gate || a.dv.ptr) return cudaErrorInvalidValue;
+    return launch_with<BwdDhuTraits<Element, kDK, kBV, true>>(a, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace attnkit::cuda::gdn

@@ -101,6 +101,8 @@ struct DhuLoadWarpgroup {
       sm.decay[s][d] = a.gate ? ex2(key_last) : 1.f;
     }
     ChunkBarriers::sync(B::kGateHalf, kHalf);  // every row's fq
+    // kLocal: the local warpgroup's dv product reads do as it came (and zeroed past the end).
+    if constexpr (T::kLocal) ChunkBarriers::sync(B::kDoRead + s, B::kDoReadThreads);
     const uint32_t do0 = cute::cast_smem_ptr_to_uint(sm.stage[s].dout.data());
     CUTE_UNROLL
     for (int piece = 0; piece < PiecesBV::kPieces; ++piece) {
@@ -132,11 +134,12 @@ struct DhuLoadWarpgroup {
       else ChunkBarriers::sync(B::kRowsCopied + s, 2 * kHalf);
       ChunkBarriers::sync(B::kGateHalf, kHalf);  // every gate of the step
       // A sequence's last chunk (step 0): rows past its end to zero. fold_gates then reads only this
-      // thread's own pieces of do, and the state warpgroup waits for kFull.
-      if (a.vec16 && it.valid_rows(chunk_of(i)) < kC) zero_rows_past_end(dk, bv, i);
+      // thread's own pieces of do, and the state warpgroup waits for kFull. (kLocal: the local
+      // warpgroup zeroes them, before its products.)
+      if (!T::kLocal && a.vec16 && it.valid_rows(chunk_of(i)) < kC) zero_rows_past_end(dk, bv, i);
       fold_gates(bv, i);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
-      ChunkBarriers::arrive(B::kFull + s, B::kFullThreads);
+      ChunkBarriers::arrive(B::kFull + s, T::kFullThreads);
       if (i >= 1) {  // the state is done with step i - 1: step i + 2's gates into its stage
         ChunkBarriers::sync_unaligned(B::kEmpty + (i - 1) % T::kStages, B::kEmptyThreads);
         if (i + 2 < n) load_gates(i + 2);
@@ -169,7 +172,7 @@ struct DhuLoadWarpgroup {
         issue_box(p.tma_k, get<1>(boxes), j, s, bar);
         issue_box(p.tma_w, get<2>(boxes), j, s, bar);
         issue_box(p.tma_do, get<3>(boxes), j, s, bar);
-        issue_box(p.tma_dv, get<4>(boxes), j, s, bar);
+        if constexpr (!T::kLocal) issue_box(p.tma_dv, get<4>(boxes), j, s, bar);
       }
     } else {
       // Element by element (rows not 16-byte aligned), one tensor at a time: __syncwarp keeps the

@@ -107,7 +107,7 @@ struct DhuStateWarpgroup {
       Tensor sDv = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBV{});    // [C, BV]: dv, then dv2
       Tensor sDv2t = make_tensor(make_smem_ptr(st.dv.data()), typename T::LayoutRowsBVt{});  // [BV, C]
       Tensor sDht = make_tensor(make_smem_ptr(sm.dh[buf].data()), typename T::LayoutDht{});  // [BV, DK]
-      ChunkBarriers::sync(DhuBarriers::kFull + s, DhuBarriers::kFullThreads);
+      ChunkBarriers::sync(DhuBarriers::kFull + s, T::kFullThreads);
       {
         Tensor tA = thr_dv.partition_fragment_A(sK);
         Tensor tB = thr_dv.partition_fragment_B(sDht);

@@ -4,7 +4,8 @@
 //      its recurrence without output, keeping each chunk's start state and v_new (with few
 //      chains, as the forward's sequence split: GdnBwdParams::num_segments)
 //   2. dv_local (per chunk; with the in-op l2norm it also writes q, k normalised into the
-//      workspace, which every later kernel reads)
+//      workspace, which every later kernel reads) — inside bwd_dhu where it can (dhu_local below;
+//      the l2norm then a pass of its own)
 //   3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks; with few chains, split likewise)
 //   4. the per-chunk gradients (dq, dk per value head, dv, dbeta, dg)
 //   5. the token passes: GVA sums and the in-op l2norm / sigmoid / fused-gate backward
@@ -28,6 +29,8 @@ template <class E, int kD>
 cudaError_t launch_gdn_chunk_bwd(const ChunkBwdArgs& a, int64_t slots, bool dv_local, cudaStream_t stream);
 template <class E, int kD>
 cudaError_t launch_gdn_bwd_finish(const BwdFinishArgs& a, cudaStream_t stream);
+template <class E, int kD>
+cudaError_t launch_gdn_l2norm_rows(const L2NormRowsArgs& a, cudaStream_t stream);
 
 // Varlen: the chunk slot of each sequence's first chunk (ChunkSlot::first), bwd_dhu's dh offsets.
 __global__ void gdn_first_slots_kernel(const int64_t* cu, int64_t n, int64_t* first) {
@@ -144,7 +147,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   }
   if (ws.rerun) ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, in.q.dtype, kD, stream));
 
-  // 2. dv_local, into u's buffer.
+  // 2. dv_local, into u's buffer (unless bwd_dhu works it out).
   gdn::ChunkBwdArgs b;
   b.q = gdn::row_tensor(in.q, varlen);
   b.k = gdn::row_tensor(in.k, varlen);
@@ -184,20 +187,41 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   // are the workspace's, always aligned).
   const bool dout16 = gdn::rows_aligned(p.dout, varlen, 16);
   b.vec16 = f.vec16 && dout16;
-  ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, true, stream), "gdn_backward"));
-  if (l2norm) {  // from here on q, k are dv_local's normalised rows
+  // Where bwd_dhu can work dv_local out itself (its value block of 64, TMA rows, its reverse chain
+  // unsplit: BwdDhuTraits::kLocal), it does, from the rows it streams anyway: no dv_local kernel,
+  // and none of its traffic (q, k, do read once more, dv written and read back; 218 us of 1.82 ms
+  // at B4 T8192 H16, docs/perf/gdn_chunk_bwd.md). The op's l2norm then runs as a pass of its own
+  // (l2norm_rows.cuh: qn, kn, rstd, the dv_local kernel's bits).
+  const bool dhu_split = ws.dhu.split.count > 1 && !varlen;
+  const bool dhu_local = b.vec16 && ws.dhu.bv == 64 && !dhu_split;
+  if (dhu_local && l2norm) {
+    gdn::L2NormRowsArgs n;
+    n.q = b.q;
+    n.k = b.k;
+    n.qn = b.qn;
+    n.kn = b.kn;
+    n.rstd_q = b.rstd_q;
+    n.rstd_k = b.rstd_k;
+    n.B = in.q.size(0);
+    n.T = ws.T;
+    n.H = static_cast<int>(ws.H);
+    ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_l2norm_rows<E, kD>(n, stream), "gdn_backward"));
+  }
+  if (!dhu_local) ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, true, stream), "gdn_backward"));
+  if (l2norm) {  // from here on q, k are the normalised rows
     b.normalize = false;
     b.q = b.qn;
     b.k = b.kn;
   }
 
-  // 3. bwd_dhu: dh per chunk slot, dv2, dh0.
+  // 3. bwd_dhu: dh per chunk slot, dv2, dh0 (with dhu_local, dv_local too).
   gdn::BwdDhuArgs d;
   d.q = b.q;
   d.k = b.k;
   d.w = f.w;
   d.dout = b.dout;
-  d.dv = b.dv_local;
+  d.local = dhu_local;
+  if (!dhu_local) d.dv = b.dv_local;
   d.dv2 = b.dv2;
   if (in.g.defined()) {  // the WY kernel's gamma: cumulative, fused gate applied, log2 units
     d.gate = static_cast<const float*>(f.gamma.ptr);

@@ -9,6 +9,7 @@
 
 #include "src/cuda/gdn/chunk_bwd_finish.cuh"
 #include "src/cuda/gdn/chunk_bwd_kernel.cuh"
+#include "src/cuda/gdn/l2norm_rows.cuh"
 #include "src/cuda/runtime.hpp"
 #include "src/cuda/smem_optin.cuh"
 
