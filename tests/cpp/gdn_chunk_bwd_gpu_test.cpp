@@ -378,6 +378,10 @@ TEST_F(GdnChunkBwdGpu, DvLocalInsideBwdDhu) {
   }
   SCOPED_TRACE("varlen, T kept");
   check_backward(varlen, 41, 0, true, 0, GdnKeep::kT);
+  // Rows padded by 8 elements: still 16-byte aligned (this path), but q, k, v and the gradients
+  // strided, through the l2norm pass's row offsets and bwd_dhu's TMA boxes.
+  SCOPED_TRACE("GVA, rows padded by 8");
+  check_backward(gva, 41, 8);
 }
 
 // Few (sequence, value head) chains: the rerun runs the forward's sequence split (segments side by
