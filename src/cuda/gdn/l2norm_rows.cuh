@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kL2NormRowsThreads, 8) gdn_l2norm_rows_kernel(
     const float total = half_sum + __shfl_xor_sync(0xffffffff, half_sum, 1);  // a + b == b + a exactly
     const float inv = rsqrtf(total + static_cast<float>(kL2NormEps));
 #pragma unroll
-    for (int c = 0; c < kHalf; ++c) {  // read again rather than held: registers for 4 CTAs an SM
+    for (int c = 0; c < kHalf; ++c) {  // read again rather than held: registers for 8 CTAs an SM
       uint4& at = tile[r * kPieces + l2norm_slot<kPieces>(r, part * kHalf + c)];
       uint4 raw = at;
       Piece& v = reinterpret_cast<Piece&>(raw);
