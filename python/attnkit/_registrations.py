@@ -151,12 +151,13 @@ def _gdn_out(q, v):
     return q.new_empty((*q.shape[:2], v.shape[2], v.shape[3]))
 
 
-def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep):
+def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep, use_qk_l2norm=False):
     """gdn_intermediates_size() (src/cuda/gdn/chunk_host.hpp's Intermediates): keep 2 (all): w [rows,
     HV, K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), each chunk's
-    start state [slots, HV, K, V] (16-bit); keep 1: T alone; every buffer rounded up to 256 bytes. 0
-    with keep 0 or where the CUDA chunked forward keeps nothing (the CPU; inputs it refuses, which
-    then fail in the op itself)."""
+    start state [slots, HV, K, V] (16-bit); keep 1: T, and with the in-op l2norm q, k normalised
+    [rows, H, K] (16-bit) and their inverse norms [rows, H] (fp32); every buffer rounded up to 256
+    bytes. 0 with keep 0 or where the CUDA chunked forward keeps nothing (the CPU; inputs it refuses,
+    which then fail in the op itself)."""
     if not keep:
         return 0
     B, T, K = q.shape[0], q.shape[1], q.shape[3]
@@ -171,7 +172,8 @@ def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep):
         return (n + 255) // 256 * 256
 
     if keep == 1:
-        return round256(rows * HV * 64 * 2)
+        norms = 2 * (round256(rows * q.shape[2] * K * 2) + round256(rows * q.shape[2] * 4)) if use_qk_l2norm else 0
+        return round256(rows * HV * 64 * 2) + norms
     return (round256(rows * HV * K * 2) + round256(rows * HV * 64 * 2) + round256(rows * HV * V * 2) +
             round256(rows * HV * 4) + round256(slots * HV * K * V * 2))
 
@@ -183,7 +185,7 @@ def _gdn_chunk_fwd_fake(q, k, v, beta, g=None, gk=None, A_log=None, dt_bias=None
     if keep not in (0, 1, 2):
         raise ValueError(f"attnkit: keep: expected 0 (nothing), 1 (T) or 2 (all), got {keep}")
     out = _gdn_out(q, v)
-    kept = _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep)
+    kept = _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep, use_qk_l2norm)
     intermediates = q.new_empty((kept,), dtype=torch.uint8)
     if not output_final_state:
         return out, q.new_empty((0,), dtype=_F32), intermediates

@@ -5,6 +5,7 @@
 // 0.02 on dbeta, dg (and the fused gate's sums). Gradients NaN-poisoned before every launch;
 // bitwise determinism over 10 runs; the backward rerunning the forward's kernels and the backward
 // reading the forward's kept intermediates.
+#include <algorithm>
 #include <memory>
 
 #include "gdn_test_util.hpp"
@@ -322,7 +323,8 @@ TEST_F(GdnChunkBwdGpu, KeptT) {
   GdnCase many = bwd_case(DType::kBFloat16, 128, 130);
   many.B = 4;
   many.H = many.HV = 12;  // 4 x 12 x 2 value blocks = 96 chains: the forward forms w and u in its
-                          // recurrence and writes T from its [Tu | Tw] WY kernel
+                          // recurrence and writes T (and q, k normalised) from its [Tu | Tw] WY kernel
+  many.l2norm = true;
   cases.push_back(strong);
   cases.push_back(many);
   int i = 0;
@@ -332,12 +334,50 @@ TEST_F(GdnChunkBwdGpu, KeptT) {
   }
   SCOPED_TRACE("rows padded by 2 (element copies)");
   check_backward(cases[1], 41, 2, true, 0, GdnKeep::kT);
+  SCOPED_TRACE("rows padded by 2, in-op l2norm (the forward's pass, element copies)");
+  check_backward(cases[3], 41, 2, true, 0, GdnKeep::kT);
   GdnCase split = bwd_case(DType::kBFloat16, 128, 1000);
   split.B = 1;
   split.H = split.HV = 2;
   split.l2norm = split.fused_gate = true;
   SCOPED_TRACE("3 segments");
   check_backward(split, 41, 0, true, 3, GdnKeep::kT);
+}
+
+// kT with the in-op l2norm keeps q, k normalised and their inverse norms: written by the [Tu | Tw]
+// WY kernel where the forward runs it (96+ chains, unsplit), else by the l2norm pass. Both must be
+// the same bits (the backward's gradients then do not depend on which ran): the same inputs kept
+// unsplit (the WY kernel) and split in 2 (the pass); GVA, so only a group's first value head writes.
+TEST_F(GdnChunkBwdGpu, KeptNormsSameBitsFromWyKernelAndPass) {
+  GdnCase c = bwd_case(DType::kFloat16, 128, 200);  // a tail chunk of 8 rows
+  c.B = 4;
+  c.H = 6;
+  c.HV = 12;  // 4 x 12 x 2 = 96 chains
+  c.l2norm = true;
+  const GdnData d = make_gdn(c, 7);
+  std::vector<uint8_t> bytes[2];
+  size_t t_bytes = 0;
+  for (int segments : {1, 2}) {
+    DeviceBackward gpu(c, d, make_cotangents(c, 8));
+    gpu.p.num_segments = segments;
+    const Status st = gpu.keep_from_forward(gpu.dev, GdnKeep::kT);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::vector<uint8_t>& b = bytes[segments - 1];
+    b.resize(gpu.kept->bytes);
+    ASSERT_EQ(cudaMemcpy(b.data(), gpu.kept->ptr, b.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    GdnInputs plain = gpu.p.in;
+    plain.use_qk_l2norm = false;
+    t_bytes = gdn_intermediates_size(plain, GdnKeep::kT);  // T's share, before the norms
+  }
+  const int64_t rows = c.B * c.T;
+  const size_t norms = 2 * ((rows * c.H * 128 * 2 + 255) / 256 * 256) + 2 * ((rows * c.H * 4 + 255) / 256 * 256);
+  ASSERT_EQ(bytes[0].size(), t_bytes + norms);
+  // Each buffer's 256-byte rounding is never written: 0xff in both.
+  EXPECT_TRUE(std::equal(bytes[0].begin() + t_bytes, bytes[0].end(), bytes[1].begin() + t_bytes))
+      << "q, k normalised or their inverse norms differ between the WY kernel and the pass";
+  const size_t qn_bytes = rows * c.H * 128 * 2;
+  EXPECT_LT(std::count(bytes[0].begin() + t_bytes, bytes[0].begin() + t_bytes + qn_bytes, uint8_t(0xff)), int64_t(qn_bytes / 16))
+      << "qn left unwritten (the buffer's 0xff poison)";
 }
 
 // bwd_dhu working each chunk's dv_local out itself (BwdDhuTraits::kLocal, bwd_dhu_local.cuh) where

@@ -78,16 +78,17 @@ def test_opcheck_gdn(device):
     # Its bytes are opaque (alignment padding, unused varlen slots are never written), so not the
     # eager-vs-traced output comparison: test_compile_fullgraph_forward_and_backward compares the
     # gradients computed from it instead.
-    # keep: 1 T alone, 2 everything.
-    for keep in (1, 2):
-        opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), dict(kw, keep=keep),
+    # keep: 1 T (with the in-op l2norm also q, k normalised), 2 everything.
+    for keep, l2 in ((1, False), (1, True), (2, False)):
+        opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), dict(kw, keep=keep, use_qk_l2norm=l2),
                 test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
         with torch.no_grad():
-            out, ht, kept = ops.gdn_chunk_fwd(*leaves[:4], leaves[4], **kw, keep=keep)
+            out, ht, kept = ops.gdn_chunk_fwd(*leaves[:4], leaves[4], **kw, keep=keep, use_qk_l2norm=l2)
         assert kept.dtype == torch.uint8 and (kept.numel() > 0) == (device == "cuda")
         for intermediates in (None, kept):
             opcheck(ops.gdn_chunk_bwd.default, (torch.randn_like(out), torch.randn_like(ht), q, k, v, beta, g),
-                    dict(initial_state=h0, intermediates=intermediates, keep=keep if intermediates is not None else 0))
+                    dict(initial_state=h0, intermediates=intermediates, keep=keep if intermediates is not None else 0,
+                         use_qk_l2norm=l2))
 
 
 def test_opcheck_gdn_bwd_dhu():
@@ -156,15 +157,16 @@ def test_compile_keeps_gdn_intermediates_for_the_backward():
     q, k, v, beta, g = _gdn_args("cuda", torch.bfloat16, T=150)
     leaves = [t.clone().requires_grad_() for t in (q, k, v, g, beta)]
 
-    def f(q, k, v, g, beta, keep):
-        return attnkit.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True, keep_intermediates=keep)
+    def f(q, k, v, g, beta, keep, l2=False):
+        return attnkit.chunk_gated_delta_rule(q, k, v, g, beta, output_final_state=True, keep_intermediates=keep,
+                                              use_qk_l2norm_in_kernel=l2)
 
-    # Everything kept (compiled) against nothing (eager): the same bits. T alone kept, compiled
-    # against eager: the same kernels, the same bits.
-    for keep_compiled, keep_eager in ((True, False), ("t", "t")):
+    # Everything kept (compiled) against nothing (eager): the same bits. T kept (with the in-op
+    # l2norm also q, k normalised), compiled against eager: the same kernels, the same bits.
+    for keep_compiled, keep_eager, l2 in ((True, False, False), ("t", "t", False), ("t", "t", True)):
         torch._dynamo.reset()
-        o_c, s_c = torch.compile(lambda *a: f(*a, keep=keep_compiled), fullgraph=True)(*leaves)
-        o_e, s_e = f(*leaves, keep=keep_eager)
+        o_c, s_c = torch.compile(lambda *a: f(*a, keep=keep_compiled, l2=l2), fullgraph=True)(*leaves)
+        o_e, s_e = f(*leaves, keep=keep_eager, l2=l2)
         assert torch.equal(o_c, o_e) and torch.equal(s_c, s_e)
         do, dht = torch.randn_like(o_e), torch.randn_like(s_e)
         grads_c = torch.autograd.grad((o_c, s_c), leaves, (do, dht))

@@ -70,10 +70,11 @@ struct BwdFinishArgs {
   bool l2norm = false, beta_logit = false;
 };
 
-// The op's l2norm as a pass of its own (l2norm_rows.cuh), where bwd_dhu works dv_local out.
+// The op's l2norm as a pass of its own (l2norm_rows.cuh).
 struct L2NormRowsArgs {
-  RowTensor q, k;            // the op's raw rows, 16-byte aligned ([B, T, H, D] strides; varlen B = 1)
-  RowTensor qn, kn;          // out: 16-bit [rows, H, D] (the workspace's)
+  RowTensor q, k;            // the op's raw rows ([B, T, H, D] strides; varlen B = 1)
+  bool vec16 = true;         // q's and k's rows start 16-byte aligned (else read element by element)
+  RowTensor qn, kn;          // out: 16-bit [rows, H, D] (the backward's workspace, the forward's kept buffer)
   RowTensor rstd_q, rstd_k;  // out: fp32 [rows, H]
   int64_t B = 1, T = 0;      // rows = B * T
   int H = 0;

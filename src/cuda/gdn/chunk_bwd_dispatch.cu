@@ -4,8 +4,8 @@
 //      its recurrence without output, keeping each chunk's start state and v_new (with few
 //      chains, as the forward's sequence split: GdnBwdParams::num_segments)
 //   2. dv_local (per chunk; with the in-op l2norm it also writes q, k normalised into the
-//      workspace, which every later kernel reads) — inside bwd_dhu where it can (dhu_local below;
-//      the l2norm then a pass of its own)
+//      workspace, which every later kernel reads, unless the forward kept them with T) — inside
+//      bwd_dhu where it can (dhu_local below; the l2norm then a pass of its own, or none)
 //   3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks; with few chains, split likewise)
 //   4. the per-chunk gradients (dq, dk per value head, dv, dbeta, dg)
 //   5. the token passes: GVA sums and the in-op l2norm / sigmoid / fused-gate backward
@@ -32,6 +32,26 @@ cudaError_t launch_gdn_bwd_finish(const BwdFinishArgs& a, cudaStream_t stream);
 template <class E, int kD>
 cudaError_t launch_gdn_l2norm_rows(const L2NormRowsArgs& a, cudaStream_t stream);
 
+L2NormRowsArgs l2norm_rows_args(const GdnInputs& in) {
+  const bool varlen = in.cu_seqlens.defined();
+  L2NormRowsArgs n;
+  n.q = row_tensor(in.q, varlen);
+  n.k = row_tensor(in.k, varlen);
+  n.vec16 = rows_aligned(in.q, varlen, 16) && rows_aligned(in.k, varlen, 16);
+  n.B = in.q.size(0);
+  n.T = in.q.size(1);
+  n.H = static_cast<int>(in.q.size(2));
+  return n;
+}
+
+Status launch_l2norm_rows(const L2NormRowsArgs& a, DType dtype, int64_t K, cudaStream_t stream) {
+  const bool bf16 = dtype == DType::kBFloat16;
+  cudaError_t err;
+  if (K == 128) err = bf16 ? launch_gdn_l2norm_rows<cutlass::bfloat16_t, 128>(a, stream) : launch_gdn_l2norm_rows<cutlass::half_t, 128>(a, stream);
+  else err = bf16 ? launch_gdn_l2norm_rows<cutlass::bfloat16_t, 64>(a, stream) : launch_gdn_l2norm_rows<cutlass::half_t, 64>(a, stream);
+  return cuda_status(err, "gdn_l2norm");
+}
+
 // Varlen: the chunk slot of each sequence's first chunk (ChunkSlot::first), bwd_dhu's dh offsets.
 __global__ void gdn_first_slots_kernel(const int64_t* cu, int64_t n, int64_t* first) {
   const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -49,6 +69,7 @@ struct BwdWorkspace {
   size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, starts = 0, prods = 0, dhu_starts = 0, dhu_prods = 0, total = 0;
   bool rerun = false;   // the forward's pieces recomputed into this workspace
   bool t_kept = false;  // ... but T, the forward's (GdnKeep::kT)
+  bool norms_kept = false;  // ... and with the in-op l2norm qn, kn, rstd_q, rstd_k (Intermediates)
   gdn::SplitPlan split;  // the rerun's sequence split, the forward's plan for these inputs
   gdn::DhuPlan dhu;      // bwd_dhu's value block and split of its own
   explicit BwdWorkspace(const GdnBwdParams& p) {
@@ -66,7 +87,9 @@ struct BwdWorkspace {
     t_kept = p.intermediates.data != nullptr && p.keep == GdnKeep::kT;
     rerun = p.intermediates.data == nullptr || t_kept;
     if (rerun) (void)gdn::Intermediates(in, at, !t_kept);  // at offset 0
-    if (in.use_qk_l2norm) {
+    // kT with the in-op l2norm: q, k normalised come from the forward's buffer
+    norms_kept = t_kept && in.use_qk_l2norm;
+    if (in.use_qk_l2norm && !norms_kept) {
       qn = at.take(rows * H * D * 2);
       kn = at.take(rows * H * D * 2);
       rstd_q = at.take(rows * H * 4);
@@ -120,8 +143,9 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   const GdnInputs& in = p.in;
   const bool varlen = in.cu_seqlens.defined();
   // With the op's l2norm the forward's kernels (the rerun) normalise q, k on load, as the forward
-  // did; dv_local normalises them once more, into the workspace (qn, kn and the inverse norms),
-  // and every kernel after it reads those rows.
+  // did; every kernel after them reads q, k normalised (qn, kn and the inverse norms): kept by the
+  // forward with T (GdnKeep::kT), else worked out here into the workspace — by the dv_local
+  // kernel, or by a pass of their own where bwd_dhu works dv_local out.
   const bool l2norm = in.use_qk_l2norm;
 
   // 1. The forward's pieces: kept by the forward, or recomputed here.
@@ -130,8 +154,10 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   char* kept = static_cast<char*>(p.intermediates.data);
   gdn::BufferLayout at, kept_at;
   gdn::Intermediates(in, at, !ws.t_kept).point(f, ws.rerun ? base : kept);
+  gdn::ChunkFwdArgs norms;  // qn, kn, rstd_q, rstd_k where the forward kept them (ws.norms_kept)
   if (ws.t_kept) {
-    gdn::Intermediates(in, kept_at, true, false).point(f, kept);
+    gdn::Intermediates(in, kept_at, true, false, true).point(norms, kept);
+    f.tmat = norms.tmat;
     f.wy_from_t = true;
     // At K = 128 with 16-byte rows, unsplit and with enough chains (the forward's rule for w and
     // u in the recurrence, chunk_fwd_dispatch.cu): no WY kernel; the recurrence forms w and u
@@ -168,7 +194,12 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   b.direct = ws.H == ws.HV;  // no GVA: dq, dk final in the per-chunk kernel
   b.dq_out = gdn::row_tensor(p.dq, varlen);
   b.dk_out = gdn::row_tensor(p.dk, varlen);
-  if (l2norm) {
+  if (ws.norms_kept) {
+    b.qn = norms.qn;
+    b.kn = norms.kn;
+    b.rstd_q = norms.rstd_q;
+    b.rstd_k = norms.rstd_k;
+  } else if (l2norm) {
     b.normalize = true;
     b.qn = ws.rows_of(base, ws.qn, ws.H, kD);
     b.kn = ws.rows_of(base, ws.kn, ws.H, kD);
@@ -194,18 +225,17 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   // (l2norm_rows.cuh: qn, kn, rstd, the dv_local kernel's bits).
   const bool dhu_split = ws.dhu.split.count > 1 && !varlen;
   const bool dhu_local = b.vec16 && ws.dhu.bv == 64 && !dhu_split;
-  if (dhu_local && l2norm) {
-    gdn::L2NormRowsArgs n;
-    n.q = b.q;
-    n.k = b.k;
+  if (l2norm && ws.norms_kept) {  // the forward's rows from the start (the same bits as below)
+    b.q = b.qn;
+    b.k = b.kn;
+  }
+  if (dhu_local && l2norm && !ws.norms_kept) {
+    gdn::L2NormRowsArgs n = gdn::l2norm_rows_args(in);
     n.qn = b.qn;
     n.kn = b.kn;
     n.rstd_q = b.rstd_q;
     n.rstd_k = b.rstd_k;
-    n.B = in.q.size(0);
-    n.T = ws.T;
-    n.H = static_cast<int>(ws.H);
-    ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_l2norm_rows<E, kD>(n, stream), "gdn_backward"));
+    ATTNKIT_RETURN_IF_ERROR(gdn::launch_l2norm_rows(n, in.q.dtype, kD, stream));
   }
   if (!dhu_local) ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, true, stream), "gdn_backward"));
   if (l2norm) {  // from here on q, k are the normalised rows

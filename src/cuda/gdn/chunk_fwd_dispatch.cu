@@ -143,7 +143,7 @@ size_t gdn_forward_workspace_size(const GdnFwdParams& p) { return ChunkWorkspace
 size_t gdn_intermediates_size(const GdnInputs& in, GdnKeep keep) {
   if (!gdn::check_chunked_supported(in).ok()) return 0;
   gdn::BufferLayout at;
-  (void)gdn::Intermediates(in, at, true, keep == GdnKeep::kAll);
+  (void)gdn::Intermediates(in, at, true, keep == GdnKeep::kAll, keep == GdnKeep::kT);
   return at.total;
 }
 
@@ -189,11 +189,23 @@ Status gdn_forward(const GdnFwdParams& caller) {
     a.w = {base + ws.w, T * ws.HV * K, ws.HV * K, K};
     a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
   }
-  if (p.intermediates.data && p.keep == GdnKeep::kT) {  // T alone, written by the WY kernel
+  const auto stream = static_cast<cudaStream_t>(p.stream);
+  if (p.intermediates.data && p.keep == GdnKeep::kT) {  // T, written by the WY kernel
     gdn::BufferLayout at;
-    gdn::Intermediates(in, at, true, false).point(a, static_cast<char*>(p.intermediates.data));
+    gdn::Intermediates(in, at, true, false, true).point(a, static_cast<char*>(p.intermediates.data));
+    // With the in-op l2norm, q and k normalised too: by the [Tu | Tw] WY kernel where it runs
+    // (it reads K's rows and works out their norms anyway), else by the pass.
+    if (a.qn.ptr && !ws.wu) {
+      gdn::L2NormRowsArgs n = gdn::l2norm_rows_args(in);
+      n.qn = a.qn;
+      n.kn = a.kn;
+      n.rstd_q = a.rstd_q;
+      n.rstd_k = a.rstd_k;
+      ATTNKIT_RETURN_IF_ERROR(gdn::launch_l2norm_rows(n, in.q.dtype, K, stream));
+      a.qn = a.kn = a.rstd_q = a.rstd_k = {};
+    }
   }
-  return gdn::launch_chunk_forward(a, in.q.dtype, K, static_cast<cudaStream_t>(p.stream));
+  return gdn::launch_chunk_forward(a, in.q.dtype, K, stream);
 }
 
 }  // namespace attnkit::cuda

@@ -136,6 +136,7 @@ WyParams<T> wy_params(const ChunkFwdArgs& a) {
   if (a.vec16) {
     p.tma_k = make_rows_tma<Element, Layout>(a.k, p.shape_k);
     p.tma_v = make_rows_tma<Element, Layout>(a.v, p.shape_v);
+    if (a.qn.ptr) p.tma_q = make_rows_tma<Element, Layout>(a.q, p.shape_k);  // [Tu | Tw] keeping q, k normalised
   }
   p.tma_w = make_rows_tma_store<Element, Layout>(a.w, p.shape_w);
   if (a.u.ptr) p.tma_u = make_rows_tma_store<Element, Layout>(a.u, p.shape_u);  // absent with a.wu_in_recurrence
@@ -144,10 +145,11 @@ WyParams<T> wy_params(const ChunkFwdArgs& a) {
 
 template <auto kKernel, class T, int kSmem = T::kWySmemBytes>
 cudaError_t launch_wy_kernel(const ChunkFwdArgs& a, cudaStream_t stream) {
-  const cudaError_t ok = ensure_dynamic_smem<kKernel>(kSmem);
+  constexpr int smem = kSmem;
+  const cudaError_t ok = ensure_dynamic_smem<kKernel>(smem);
   if (ok != cudaSuccess) return ok;
   const dim3 grid(static_cast<unsigned>(a.wy_slots), static_cast<unsigned>(a.HV));
-  kKernel<<<grid, T::kWyThreads, kSmem, stream>>>(wy_params<T>(a));
+  kKernel<<<grid, T::kWyThreads, smem, stream>>>(wy_params<T>(a));
   return cudaGetLastError();
 }
 // The WY kernel that writes w, u and gamma (u absent: not written), by TMA or cp.async rows: from

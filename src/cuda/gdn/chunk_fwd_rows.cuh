@@ -163,10 +163,10 @@ CUTE_DEVICE float l2_inverse_norm(const Tile& s, int row, int part) {
 }
 
 // Row `row` of the swizzled tile s [*, kCols] <- row * l2_inverse_norm(row), in place, by
-// kThreadsPerRow threads as above. The row is read twice (sum, then scale) rather than held: a
-// few registers instead of kCols / 2.
+// kThreadsPerRow threads as above; returns the inverse norm. The row is read twice (sum, then
+// scale) rather than held: a few registers instead of kCols / 2.
 template <int kCols, int kThreadsPerRow, class Tile>
-CUTE_DEVICE void l2norm_row(Tile&& s, int row, int part) {
+CUTE_DEVICE float l2norm_row(Tile&& s, int row, int part) {
   using Element = typename std::decay_t<decltype(s(0, 0))>;
   using Piece = cutlass::Array<Element, 8>;
   constexpr int kMine = 2 / kThreadsPerRow;
@@ -180,6 +180,7 @@ CUTE_DEVICE void l2norm_row(Tile&& s, int row, int part) {
     for (int e = 0; e < 8; ++e) p[e] = Element(float(p[e]) * inv);
     st_shared(&s(row, 8 * (part * kMine * kHalf + c)), reinterpret_cast<const uint4&>(p));
   }
+  return inv;
 }
 
 }  // namespace attnkit::cuda::gdn

@@ -5,6 +5,7 @@
 
 #include "attnkit/gdn.hpp"
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
+#include "src/cuda/gdn/chunk_bwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_plan.hpp"
 
@@ -30,6 +31,10 @@ Status launch_chunk_forward(const ChunkFwdArgs& a, DType dtype, int64_t K, cudaS
 // bwd_dhu's plan (chunk_fwd_plan.hpp) on this device: its value block, and the split of its reverse
 // chain (dense batches only: `dense`; requested as GdnBwdDhuParams::num_segments).
 DhuPlan plan_bwd_dhu_for(int64_t nchunks, int64_t pairs, int64_t K, int64_t V, bool dense, int requested);
+// The op's l2norm as a pass of its own (l2norm_rows.cuh): its arguments for `in`'s q and k (the
+// outputs left to the caller), and its launch for q's dtype and K.
+L2NormRowsArgs l2norm_rows_args(const GdnInputs& in);
+Status launch_l2norm_rows(const L2NormRowsArgs& a, DType dtype, int64_t K, cudaStream_t stream);
 // bwd_dhu with every argument but the value block and the split's shape set (a.split.starts /
 // prods set where plan splits): runs the plan (split only with TMA rows) and launches.
 Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, const DhuPlan& plan, cudaStream_t stream);
@@ -49,14 +54,18 @@ struct BufferLayout {
 // K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), and each chunk's start
 // state [slots, HV, K, V] (16-bit; ChunkSlot numbers the chunks). rows = B * T (varlen: B = 1).
 // Which of them a buffer holds: T (with_t) and the rest (with_rest) — GdnKeep::kAll both, kT T
-// alone, and the backward's workspace beside a kT buffer the rest alone.
+// alone, and the backward's workspace beside a kT buffer the rest alone. kT with the in-op l2norm
+// (with_norms: the forward's buffer, not the backward's rerun) also q, k normalised [rows, H, K]
+// (16-bit) and their inverse norms [rows, H] (fp32) — last, so the others' offsets do not move.
 struct Intermediates {
   static constexpr size_t kAbsent = ~size_t(0);
-  int64_t T = 0, HV = 0, K = 0, V = 0;
+  int64_t T = 0, H = 0, HV = 0, K = 0, V = 0;
   size_t w = kAbsent, tmat = kAbsent, vnew = kAbsent, gamma = kAbsent, states = kAbsent;
-  Intermediates(const GdnInputs& in, BufferLayout& at, bool with_t = true, bool with_rest = true) {
+  size_t qn = kAbsent, kn = kAbsent, rstd_q = kAbsent, rstd_k = kAbsent;
+  Intermediates(const GdnInputs& in, BufferLayout& at, bool with_t = true, bool with_rest = true, bool with_norms = false) {
     const bool varlen = in.cu_seqlens.defined();
     T = in.q.size(1);
+    H = in.q.size(2);
     HV = in.v.size(2);
     K = in.q.size(3);
     V = in.v.size(3);
@@ -64,11 +73,19 @@ struct Intermediates {
     const int64_t slots = wy_slot_count(T, varlen ? in.cu_seqlens.size(0) - 1 : in.q.size(0), varlen);
     if (with_rest) w = at.take(rows * HV * K * e);
     if (with_t) tmat = at.take(rows * HV * 64 * e);
-    if (!with_rest) return;
-    vnew = at.take(rows * HV * V * e);
-    gamma = at.take(rows * HV * 4);
-    states = at.take(slots * HV * K * V * e);
+    if (with_rest) {
+      vnew = at.take(rows * HV * V * e);
+      gamma = at.take(rows * HV * 4);
+      states = at.take(slots * HV * K * V * e);
+    }
+    if (with_norms && in.use_qk_l2norm) {
+      qn = at.take(rows * H * K * e);
+      kn = at.take(rows * H * K * e);
+      rstd_q = at.take(rows * H * 4);
+      rstd_k = at.take(rows * H * 4);
+    }
   }
+  bool has_norms() const { return qn != kAbsent; }
   // Points the forward kernels' w, gamma (the WY kernel's), T, v_new and states at `base`: those
   // this buffer holds.
   void point(ChunkFwdArgs& f, char* base) const {
@@ -77,6 +94,12 @@ struct Intermediates {
     if (vnew != kAbsent) f.vnew = {base + vnew, T * HV * V, HV * V, V};
     if (gamma != kAbsent) f.gamma = {base + gamma, T * HV, HV, 1};
     if (states != kAbsent) f.states = base + states;
+    if (has_norms()) {
+      f.qn = {base + qn, T * H * K, H * K, K};
+      f.kn = {base + kn, T * H * K, H * K, K};
+      f.rstd_q = {base + rstd_q, T * H, H, 1};
+      f.rstd_k = {base + rstd_k, T * H, H, 1};
+    }
   }
 };
 

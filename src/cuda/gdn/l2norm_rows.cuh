@@ -1,13 +1,14 @@
-// src/cuda/gdn/l2norm_rows.cuh — the op's l2norm of q and k as a pass of its own, for the chunked
-// backward where bwd_dhu works dv_local out itself (chunk_bwd_dispatch.cu's dhu_local): qn, kn
-// (16-bit [rows, H, D]) and their inverse norms rstd_q, rstd_k (fp32 [rows, H]), the rows every
-// later kernel reads. Without it the dv_local kernel normalises them on the way; normalising in
-// bwd_dhu's stage sat on its chain to the state warpgroup and cost more than it saved.
+// src/cuda/gdn/l2norm_rows.cuh — the op's l2norm of q and k as a pass of its own: qn, kn (16-bit
+// [rows, H, D]) and their inverse norms rstd_q, rstd_k (fp32 [rows, H]). The chunked backward runs
+// it where bwd_dhu works dv_local out itself (chunk_bwd_dispatch.cu's dhu_local) and the forward
+// kept no normalised rows; a training forward keeping T runs it where its [Tu | Tw] WY kernel,
+// which otherwise writes them, does not run (chunk_fwd_dispatch.cu). Without it the dv_local
+// kernel normalises them on the way; normalising in bwd_dhu's stage sat on its chain to the state
+// warpgroup and cost more than it saved.
 //
-// Bits: the forward's and the dv_local kernel's (chunk_fwd_rows.cuh's l2_inverse_norm): two threads
-// a row, each summing its half's squares over 4 partial sums in piece order, the halves added, then
-// 1 / sqrt(sum + eps); each element times that, rounded once. So the backward's gradients are the
-// same bits whichever kernel normalised.
+// Bits: chunk_fwd_rows.cuh's l2norm_row, two threads a row (the forward's l2_inverse_norm, each
+// element times the factor, rounded once), on this pass's own tile layout through SwizzledRows: the
+// backward's gradients are the same bits whichever kernel normalised.
 #pragma once
 #include <cuda_runtime.h>
 #include <cute/config.hpp>
@@ -15,6 +16,7 @@
 
 #include "attnkit/semantics/numerics.hpp"
 #include "src/cuda/gdn/chunk_bwd_args.cuh"
+#include "src/cuda/gdn/chunk_fwd_rows.cuh"
 
 namespace attnkit::cuda::gdn {
 
@@ -32,18 +34,27 @@ CUTE_DEVICE int l2norm_slot(int r, int j) {
   else return j ^ (r & 3);
 }
 
+// The tile below seen as l2norm_row's s(row, col): element col of row r (col / 8 its piece).
+template <class E, int kPieces>
+struct SwizzledRows {
+  uint4* tile;
+  CUTE_DEVICE E& operator()(int r, int col) const {
+    return reinterpret_cast<E*>(&tile[r * kPieces + l2norm_slot<kPieces>(r, col / 8)])[col % 8];
+  }
+};
+
 // Row m = (b T + t) H + h; blockIdx.y: 0 q, 1 k. A CTA takes 64 rows: copied in by 16-byte pieces
-// on adjacent threads (a warp reads 512 contiguous bytes), normalised in shared memory by two
-// threads a row, copied out the same way. (A thread reading its own half row straight from global
-// memory, a warp touching 32 lines an instruction, ran at ~1.9 TB/s: 292 us at B4; this at 128
-// rows a CTA 182 us, at 64 rows ~10 us less: more CTAs an SM overlap their copy-in and copy-out.)
+// on adjacent threads (a warp reads 512 contiguous bytes; element by element where the rows are
+// not 16-byte aligned), normalised in shared memory by two threads a row, copied out the same way.
+// (A thread reading its own half row straight from global memory, a warp touching 32 lines an
+// instruction, ran at ~1.9 TB/s: 292 us at B4; this at 128 rows a CTA 182 us, at 64 rows ~10 us
+// less: more CTAs an SM overlap their copy-in and copy-out.)
 template <class E, int kD>
 __global__ void __launch_bounds__(kL2NormRowsThreads, 8) gdn_l2norm_rows_kernel(CUTE_GRID_CONSTANT const L2NormRowsArgs a) {
   using Piece = cutlass::Array<E, 8>;  // 16 bytes
   constexpr int kPieces = kD / 8;      // a row's
-  constexpr int kHalf = kPieces / 2;   // a thread's
   constexpr int kRows = kL2NormRowsPerCta;
-  __shared__ uint4 tile[kRows * kPieces];                   // [64 rows, D], l2norm_slot order
+  __shared__ uint4 tile[kRows * kPieces];                          // [64 rows, D], l2norm_slot order
   __shared__ int64_t in_at[kRows], out_at[kRows], rstd_at[kRows];  // the rows' element offsets
   const bool is_k = blockIdx.y == 1;
   const RowTensor& x = is_k ? a.k : a.q;
@@ -60,33 +71,26 @@ __global__ void __launch_bounds__(kL2NormRowsThreads, 8) gdn_l2norm_rows_kernel(
     rstd_at[tid] = b * rs.sb + t * rs.st + h * rs.sh;
   }
   __syncthreads();
-  for (int p = tid; p < rows * kPieces; p += kL2NormRowsThreads) {
+  // The last CTA's rows past `rows` are zeros: their threads still run the sums below, to meet
+  // their partners in l2norm_row's full-warp shuffle.
+  for (int p = tid; p < kRows * kPieces; p += kL2NormRowsThreads) {
     const int r = p / kPieces, j = p % kPieces;
-    tile[r * kPieces + l2norm_slot<kPieces>(r, j)] = __ldg(reinterpret_cast<const uint4*>(static_cast<const E*>(x.ptr) + in_at[r]) + j);
+    const E* src = static_cast<const E*>(x.ptr) + (r < rows ? in_at[r] : 0) + 8 * j;
+    uint4 piece = make_uint4(0, 0, 0, 0);
+    if (r < rows && a.vec16) {
+      piece = __ldg(reinterpret_cast<const uint4*>(src));
+    } else if (r < rows) {
+      Piece v;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = src[e];
+      piece = reinterpret_cast<const uint4&>(v);
+    }
+    tile[r * kPieces + l2norm_slot<kPieces>(r, j)] = piece;
   }
   __syncthreads();
-  {  // chunk_fwd_rows.cuh's l2_inverse_norm, two threads a row: its bits
+  {
     const int r = tid / 2, part = tid % 2;
-    float ss[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int c = 0; c < kHalf; ++c) {
-      const uint4 raw = tile[r * kPieces + l2norm_slot<kPieces>(r, part * kHalf + c)];
-      const Piece& v = reinterpret_cast<const Piece&>(raw);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) ss[e % 4] = fmaf(float(v[e]), float(v[e]), ss[e % 4]);
-    }
-    const float half_sum = (ss[0] + ss[1]) + (ss[2] + ss[3]);
-    const float total = half_sum + __shfl_xor_sync(0xffffffff, half_sum, 1);  // a + b == b + a exactly
-    const float inv = rsqrtf(total + static_cast<float>(kL2NormEps));
-#pragma unroll
-    for (int c = 0; c < kHalf; ++c) {  // read again rather than held: registers for 8 CTAs an SM
-      uint4& at = tile[r * kPieces + l2norm_slot<kPieces>(r, part * kHalf + c)];
-      uint4 raw = at;
-      Piece& v = reinterpret_cast<Piece&>(raw);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = E(float(v[e]) * inv);
-      at = raw;
-    }
+    const float inv = l2norm_row<kD, 2>(SwizzledRows<E, kPieces>{tile}, r, part);
     if (part == 0 && r < rows) static_cast<float*>(rs.ptr)[rstd_at[r]] = inv;
   }
   __syncthreads();
