@@ -87,7 +87,7 @@ struct ChunkFwdArgs {
   // as FLA's forward does, so that the backward need not normalise them again: qn, kn [rows, H,
   // DK] (16-bit) and their inverse norms rstd_q, rstd_k [rows, H] (fp32), the bits of
   // l2norm_rows.cuh's pass. The [Tu | Tw] WY kernel writes them (it holds K's rows and their
-  // norms already; Q's come into V's unused tile); chunk_fwd_dispatch.cu runs the pass elsewhere.
+  // norms already; Q's land in its t space); chunk_fwd_dispatch.cu runs the pass elsewhere.
   RowTensor qn, kn, rstd_q, rstd_k;
   SegmentSplit split;  // split.count > 1: the recurrence runs as segments (dense batches)
 };

@@ -145,11 +145,10 @@ WyParams<T> wy_params(const ChunkFwdArgs& a) {
 
 template <auto kKernel, class T, int kSmem = T::kWySmemBytes>
 cudaError_t launch_wy_kernel(const ChunkFwdArgs& a, cudaStream_t stream) {
-  constexpr int smem = kSmem;
-  const cudaError_t ok = ensure_dynamic_smem<kKernel>(smem);
+  const cudaError_t ok = ensure_dynamic_smem<kKernel>(kSmem);
   if (ok != cudaSuccess) return ok;
   const dim3 grid(static_cast<unsigned>(a.wy_slots), static_cast<unsigned>(a.HV));
-  kKernel<<<grid, T::kWyThreads, smem, stream>>>(wy_params<T>(a));
+  kKernel<<<grid, T::kWyThreads, kSmem, stream>>>(wy_params<T>(a));
   return cudaGetLastError();
 }
 // The WY kernel that writes w, u and gamma (u absent: not written), by TMA or cp.async rows: from
