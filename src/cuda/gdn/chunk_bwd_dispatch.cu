@@ -32,22 +32,23 @@ cudaError_t launch_gdn_bwd_finish(const BwdFinishArgs& a, cudaStream_t stream);
 template <class E, int kD>
 cudaError_t launch_gdn_l2norm_rows(const L2NormRowsArgs& a, cudaStream_t stream);
 
-L2NormRowsArgs l2norm_rows_args(const GdnInputs& in) {
+Status launch_l2norm_rows(const GdnInputs& in, const RowTensor& qn, const RowTensor& kn, const RowTensor& rstd_q,
+                          const RowTensor& rstd_k, cudaStream_t stream) {
   const bool varlen = in.cu_seqlens.defined();
-  L2NormRowsArgs n;
-  n.q = row_tensor(in.q, varlen);
-  n.k = row_tensor(in.k, varlen);
-  n.vec16 = rows_aligned(in.q, varlen, 16) && rows_aligned(in.k, varlen, 16);
-  n.B = in.q.size(0);
-  n.T = in.q.size(1);
-  n.H = static_cast<int>(in.q.size(2));
-  return n;
-}
-
-Status launch_l2norm_rows(const L2NormRowsArgs& a, DType dtype, int64_t K, cudaStream_t stream) {
-  const bool bf16 = dtype == DType::kBFloat16;
+  L2NormRowsArgs a;
+  a.q = row_tensor(in.q, varlen);
+  a.k = row_tensor(in.k, varlen);
+  a.vec16 = rows_aligned(in.q, varlen, 16) && rows_aligned(in.k, varlen, 16);
+  a.qn = qn;
+  a.kn = kn;
+  a.rstd_q = rstd_q;
+  a.rstd_k = rstd_k;
+  a.B = in.q.size(0);
+  a.T = in.q.size(1);
+  a.H = static_cast<int>(in.q.size(2));
+  const bool bf16 = in.q.dtype == DType::kBFloat16;
   cudaError_t err;
-  if (K == 128) err = bf16 ? launch_gdn_l2norm_rows<cutlass::bfloat16_t, 128>(a, stream) : launch_gdn_l2norm_rows<cutlass::half_t, 128>(a, stream);
+  if (in.q.size(3) == 128) err = bf16 ? launch_gdn_l2norm_rows<cutlass::bfloat16_t, 128>(a, stream) : launch_gdn_l2norm_rows<cutlass::half_t, 128>(a, stream);
   else err = bf16 ? launch_gdn_l2norm_rows<cutlass::bfloat16_t, 64>(a, stream) : launch_gdn_l2norm_rows<cutlass::half_t, 64>(a, stream);
   return cuda_status(err, "gdn_l2norm");
 }
@@ -229,14 +230,8 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
     b.q = b.qn;
     b.k = b.kn;
   }
-  if (dhu_local && l2norm && !ws.norms_kept) {
-    gdn::L2NormRowsArgs n = gdn::l2norm_rows_args(in);
-    n.qn = b.qn;
-    n.kn = b.kn;
-    n.rstd_q = b.rstd_q;
-    n.rstd_k = b.rstd_k;
-    ATTNKIT_RETURN_IF_ERROR(gdn::launch_l2norm_rows(n, in.q.dtype, kD, stream));
-  }
+  if (dhu_local && l2norm && !ws.norms_kept)
+    ATTNKIT_RETURN_IF_ERROR(gdn::launch_l2norm_rows(in, b.qn, b.kn, b.rstd_q, b.rstd_k, stream));
   if (!dhu_local) ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, true, stream), "gdn_backward"));
   if (l2norm) {  // from here on q, k are the normalised rows
     b.normalize = false;

@@ -196,12 +196,7 @@ Status gdn_forward(const GdnFwdParams& caller) {
     // With the in-op l2norm, q and k normalised too: by the [Tu | Tw] WY kernel where it runs
     // (it reads K's rows and works out their norms anyway), else by the pass.
     if (a.qn.ptr && !ws.wu) {
-      gdn::L2NormRowsArgs n = gdn::l2norm_rows_args(in);
-      n.qn = a.qn;
-      n.kn = a.kn;
-      n.rstd_q = a.rstd_q;
-      n.rstd_k = a.rstd_k;
-      ATTNKIT_RETURN_IF_ERROR(gdn::launch_l2norm_rows(n, in.q.dtype, K, stream));
+      ATTNKIT_RETURN_IF_ERROR(gdn::launch_l2norm_rows(in, a.qn, a.kn, a.rstd_q, a.rstd_k, stream));
       a.qn = a.kn = a.rstd_q = a.rstd_k = {};
     }
   }

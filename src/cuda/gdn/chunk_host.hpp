@@ -5,7 +5,6 @@
 
 #include "attnkit/gdn.hpp"
 #include "src/cuda/gdn/bwd_dhu_args.cuh"
-#include "src/cuda/gdn/chunk_bwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_args.cuh"
 #include "src/cuda/gdn/chunk_fwd_plan.hpp"
 
@@ -31,10 +30,10 @@ Status launch_chunk_forward(const ChunkFwdArgs& a, DType dtype, int64_t K, cudaS
 // bwd_dhu's plan (chunk_fwd_plan.hpp) on this device: its value block, and the split of its reverse
 // chain (dense batches only: `dense`; requested as GdnBwdDhuParams::num_segments).
 DhuPlan plan_bwd_dhu_for(int64_t nchunks, int64_t pairs, int64_t K, int64_t V, bool dense, int requested);
-// The op's l2norm as a pass of its own (l2norm_rows.cuh): its arguments for `in`'s q and k (the
-// outputs left to the caller), and its launch for q's dtype and K.
-L2NormRowsArgs l2norm_rows_args(const GdnInputs& in);
-Status launch_l2norm_rows(const L2NormRowsArgs& a, DType dtype, int64_t K, cudaStream_t stream);
+// The op's l2norm as a pass of its own (l2norm_rows.cuh): `in`'s q and k normalised into qn, kn,
+// their inverse norms into rstd_q, rstd_k.
+Status launch_l2norm_rows(const GdnInputs& in, const RowTensor& qn, const RowTensor& kn, const RowTensor& rstd_q,
+                          const RowTensor& rstd_k, cudaStream_t stream);
 // bwd_dhu with every argument but the value block and the split's shape set (a.split.starts /
 // prods set where plan splits): runs the plan (split only with TMA rows) and launches.
 Status launch_bwd_dhu(BwdDhuArgs a, DType dtype, int64_t K, int64_t V, const DhuPlan& plan, cudaStream_t stream);
