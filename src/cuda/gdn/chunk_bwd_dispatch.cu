@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <cutlass/numeric_types.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -53,10 +54,17 @@ Status launch_l2norm_rows(const GdnInputs& in, const RowTensor& qn, const RowTen
   return cuda_status(err, "gdn_l2norm");
 }
 
-// Varlen: the chunk slot of each sequence's first chunk (ChunkSlot::first), bwd_dhu's dh offsets.
-__global__ void gdn_first_slots_kernel(const int64_t* cu, int64_t n, int64_t* first) {
+// Varlen: the chunk slot of each sequence's first chunk (ChunkSlot::first), bwd_dhu's dh offsets;
+// and each slot's {sequence, chunk} (ChunkBwdArgs::slot_items, chunk -1 past the sequence's last),
+// by ChunkSlot's own bisection, once a slot.
+__global__ void gdn_slot_tables_kernel(const int64_t* cu, int64_t n, int64_t* first, int64_t slots, int4* items) {
   const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (m < n) first[m] = cu[m] / 64 + m;
+  if (m < slots) {
+    struct { const int64_t* cu_seqlens; int64_t tokens; int num_seqs; } a{cu, 0, static_cast<int>(n)};
+    const ChunkSlot s(a, m);
+    items[m] = make_int4(s.n, s.live ? s.j : -1, static_cast<int>(cu[s.n]), static_cast<int>(cu[s.n + 1] - cu[s.n]));
+  }
 }
 }  // namespace gdn
 
@@ -67,7 +75,7 @@ namespace {
 struct BwdWorkspace {
   int64_t rows = 0, T = 0, H = 0, HV = 0, D = 0, slots = 0, seqs = 0;
   size_t qn = 0, kn = 0, rstd_q = 0, rstd_k = 0, u = 0, dv2 = 0, dh = 0;
-  size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, starts = 0, prods = 0, dhu_starts = 0, dhu_prods = 0, total = 0;
+  size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, slot_items = 0, starts = 0, prods = 0, dhu_starts = 0, dhu_prods = 0, total = 0;
   bool rerun = false;   // the forward's pieces recomputed into this workspace
   bool t_kept = false;  // ... but T, the forward's (GdnKeep::kT)
   bool norms_kept = false;  // ... and with the in-op l2norm qn, kn, rstd_q, rstd_k (Intermediates)
@@ -105,7 +113,10 @@ struct BwdWorkspace {
     }
     dbeta = at.take(rows * HV * 4);
     dg = at.take(rows * HV * 4);
-    if (varlen) first = at.take(seqs * 8);
+    if (varlen) {
+      first = at.take(seqs * 8);
+      slot_items = at.take(slots * 16);
+    }
     if (rerun) split = gdn::plan_split_for(in, p.num_segments);
     if (split.count > 1) {  // the segments' starts [N, count, HV, D, D] and P^T, fp32
       starts = at.take(in.q.size(0) * split.count * HV * D * D * 4);
@@ -174,6 +185,14 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   }
   if (ws.rerun) ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, in.q.dtype, kD, stream));
 
+  // Varlen: the slot tables (bwd_dhu's first slots, the per-chunk kernels' slot items).
+  if (varlen && ws.seqs > 0) {
+    const int64_t n = std::max(ws.seqs, ws.slots);
+    gdn::gdn_slot_tables_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
+        f.cu_seqlens, ws.seqs, reinterpret_cast<int64_t*>(base + ws.first), ws.slots, reinterpret_cast<int4*>(base + ws.slot_items));
+    ATTNKIT_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "gdn_backward"));
+  }
+
   // 2. dv_local, into u's buffer (unless bwd_dhu works it out).
   gdn::ChunkBwdArgs b;
   b.q = gdn::row_tensor(in.q, varlen);
@@ -210,6 +229,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   b.dbeta = ws.rows_of(base, ws.dbeta, ws.HV, 1);
   b.dg = ws.rows_of(base, ws.dg, ws.HV, 1);
   b.cu_seqlens = f.cu_seqlens;
+  if (varlen && ws.seqs > 0 && ws.rows < INT32_MAX) b.slot_items = reinterpret_cast<const int4*>(base + ws.slot_items);
   b.tokens = f.tokens;
   b.num_seqs = f.num_seqs;
   b.H = f.H;
@@ -272,12 +292,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
     gdn::state_strides(p.dinitial_state, in.state_layout, d.dh0_sk, d.dh0_sv);
   }
   d.cu_seqlens = f.cu_seqlens;
-  if (varlen && ws.seqs > 0) {
-    auto* first = reinterpret_cast<int64_t*>(base + ws.first);
-    d.chunk_offsets = first;
-    gdn::gdn_first_slots_kernel<<<static_cast<unsigned>((ws.seqs + 255) / 256), 256, 0, stream>>>(f.cu_seqlens, ws.seqs, first);
-    ATTNKIT_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "gdn_backward"));
-  }
+  if (varlen && ws.seqs > 0) d.chunk_offsets = reinterpret_cast<int64_t*>(base + ws.first);
   d.tokens = f.tokens;
   d.num_seqs = f.num_seqs;
   d.H = f.H;

@@ -506,7 +506,9 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
 
 template <class E, int kD>
 __global__ void __launch_bounds__(kChunkBwdThreads, 2) gdn_chunk_dv_local_kernel(CUTE_GRID_CONSTANT const ChunkBwdArgs a) {
-  const ChunkSlot slot(a, blockIdx.x);
+  BwdItem item;
+  item.set_slot(a, blockIdx.x);
+  const ChunkSlot slot = item.slot;
   if (!slot.live) return;
   const WorkItem it(a, slot.n, static_cast<int>(blockIdx.y), 0);
   auto& vec = *reinterpret_cast<ChunkBwdVectors*>(gdn_chunk_smem + ChunkBwdLayout<kD>::kDvlVec);

@@ -184,19 +184,35 @@ __device__ inline cutlass::arch::ClusterTransactionBarrier* chunk_bwd_barriers(i
 struct BwdItem {
   ChunkSlot slot;
   int hv = 0;
+  int t0 = 0, len = 0;  // with a.slot_items: the sequence's first row and length, for work()
   BwdItem() = default;
-  __device__ BwdItem(const ChunkBwdArgs& a, int64_t item) : slot(a, item / a.HV), hv(static_cast<int>(item % a.HV)) {}
-  // The same for item < 2^31 by ChunkBwdParams' divisors (varlen slots still by bisection).
+  __device__ BwdItem(const ChunkBwdArgs& a, int64_t item) : hv(static_cast<int>(item % a.HV)) { set_slot(a, item / a.HV); }
+  // The same for item < 2^31 by ChunkBwdParams' divisors (varlen slots from a.slot_items).
   __device__ BwdItem(const ChunkBwdArgs& a, int item, const cutlass::FastDivmod& by_heads,
                      const cutlass::FastDivmod& by_seq_chunks) {
     int s;
     by_heads(s, hv, item);
-    slot = ChunkSlot(a, s, by_seq_chunks);
+    if (a.slot_items) set_slot(a, s);
+    else slot = ChunkSlot(a, s, by_seq_chunks);
+  }
+  __device__ void set_slot(const ChunkBwdArgs& a, int64_t s) {
+    if (!a.slot_items) {
+      slot = ChunkSlot(a, s);
+      return;
+    }
+    const int4 e = a.slot_items[s];
+    slot.n = e.x;
+    slot.j = max(e.y, 0);
+    slot.live = e.y >= 0;
+    t0 = e.z;
+    len = e.w;
   }
   // Its WorkItem (built three times an item: the early and late loads, the gradients). Without
   // GVA the qk head is the value head: WorkItem's 64-bit qk_head_of division, at every item of
-  // every warp, was 5.7% of the kernel's stall samples at B4 (ncu, forty-third session).
+  // every warp, was 5.7% of the kernel's stall samples at B4 (ncu, forty-third session). With
+  // the slot table, the sequence's rows from it: no cu_seqlens loads waited for right away.
   __device__ WorkItem work(const ChunkBwdArgs& a) const {
+    if (a.slot_items) return WorkItem(slot.n, hv, qk_head_fast(a, hv), WorkItem::KnownRows{t0, len});
     return WorkItem(a, slot.n, hv, 0, qk_head_fast(a, hv));
   }
 };

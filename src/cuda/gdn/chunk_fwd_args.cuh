@@ -121,6 +121,12 @@ struct WorkItem {
     }
     nchunks = static_cast<int>((len + 63) / 64);
   }
+  // A varlen sequence's item from its rows as known (vb 0): no cu_seqlens loads.
+  struct KnownRows {
+    int64_t t0, len;
+  };
+  __device__ WorkItem(int n_, int hv_, int h_, KnownRows r)
+      : n(n_), hv(hv_), h(h_), vb(0), b(0), t0(r.t0), len(r.len), nchunks(static_cast<int>((r.len + 63) / 64)) {}
   // Rows of chunk j inside the sequence (64 but for the tail chunk).
   __device__ int valid_rows(int j) const {
     const int64_t left = len - int64_t(j) * 64;
