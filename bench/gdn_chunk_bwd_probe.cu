@@ -205,6 +205,7 @@ double run_case(const Case& c, int reps, const std::string& prefix, double* fwd_
     dump(prefix + ".dbeta", b.dbeta.data, ng, c.dt);
     dump(prefix + ".dg", b.dg.data, ng, DType::kFloat32);
     dump(prefix + ".dh0", b.dinitial_state.data, ns, DType::kFloat32);
+    dump(prefix + ".ht", f.final_state.data, ns, DType::kFloat32);  // the forward's
   }
   for (void* p : owned) cudaFree(p);
   return ms;

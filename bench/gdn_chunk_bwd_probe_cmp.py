@@ -1,4 +1,4 @@
-"""bench/gdn_chunk_bwd_probe_cmp.py — compares the gradients two builds of
+"""bench/gdn_chunk_bwd_probe_cmp.py — compares the gradients (and the forward's final state) two builds of
 bench/gdn_chunk_bwd_probe.cu dumped (`gdn_chunk_bwd_probe check PREFIX` in each, float32 files
 PREFIX.<case>.<name>): RMS(a - b) / RMS(b), the largest difference, and whether the bits agree.
 
@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-NAMES = ("dq", "dk", "dv", "dbeta", "dg", "dh0")
+NAMES = ("dq", "dk", "dv", "dbeta", "dg", "dh0", "ht")
 
 
 def main():

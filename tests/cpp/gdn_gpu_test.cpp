@@ -205,6 +205,7 @@ struct ChunkOptions {
   int64_t row_pad = 0;          // > 0: q, k, v rows padded (the element-wise load path)
   DType h0_dtype = DType::kFloat32;
   int64_t h0_pad = 0;           // > 0: h0's rows padded (4: still 16-byte aligned; else not)
+  int64_t ht_pad = 0;           // > 0: ht's rows padded likewise
   int num_segments = 0;         // GdnFwdParams::num_segments
   bool odd_unit_strides = false;  // size-1 dims of q, k, v, out given strides of 3 elements (never stepped)
   bool keep_intermediates = false;  // a training forward (GdnFwdParams::intermediates)
@@ -250,6 +251,7 @@ void check_chunk(const GdnCase& c, const ChunkOptions& opt = {}) {
   }
   if (c.h0 && opt.h0_dtype != d.h0.view.dtype) d.h0 = d.h0.to(opt.h0_dtype);
   if (c.h0 && opt.h0_pad) d.h0 = padded_rows(d.h0, opt.h0_pad);
+  if (c.final_state && opt.ht_pad) d.ht = padded_rows(d.ht, opt.ht_pad);
   std::vector<double> o_ref, ht_ref, o, h;
   gdn_oracle(c, d, o_ref, ht_ref);
   ASSERT_NO_FATAL_FAILURE(run_chunk(c, d, o, h, opt.num_segments, opt.odd_unit_strides, opt.keep_intermediates));
@@ -568,10 +570,10 @@ TEST_F(GdnChunkGpu, InitialStateInEveryDtype) {
     }
 }
 
-// h0 with padded rows — by 4 (a row stride past V, rows still 16-byte aligned) and by 1 (not
+// h0 and ht with padded rows — by 4 (a row stride past V, rows still 16-byte aligned) and by 1 (not
 // aligned) — beside unpadded rows, both layouts, both head dims; the inference and the training
-// forward. (A path by 16-byte row pieces for aligned fp32 rows, as bwd_dhu's ends take, was built
-// and measured without gain: docs/perf/gdn_chunk_fwd.md.)
+// forward. (Paths by 16-byte row pieces for aligned fp32 rows, as bwd_dhu's ends take, were built
+// for h0 and for ht and measured without gain: docs/perf/gdn_chunk_fwd.md.)
 TEST_F(GdnChunkGpu, InitialStateRowsAlignedOrNot) {
   for (int64_t D : {64, 128})
     for (StateLayout layout : {StateLayout::kKV, StateLayout::kVK})
@@ -580,8 +582,8 @@ TEST_F(GdnChunkGpu, InitialStateRowsAlignedOrNot) {
                      std::to_string(pad));
         GdnCase c = chunk_case(DType::kBFloat16, D, 130);
         c.layout = layout;
-        check_chunk(c, {.h0_pad = pad});
-        check_chunk(c, {.h0_pad = pad, .keep_intermediates = true});
+        check_chunk(c, {.h0_pad = pad, .ht_pad = pad});
+        check_chunk(c, {.h0_pad = pad, .ht_pad = pad, .keep_intermediates = true});
       }
 }
 
