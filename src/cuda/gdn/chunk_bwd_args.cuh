@@ -35,11 +35,11 @@ struct ChunkBwdArgs {
   bool direct = false;
   RowTensor dq_out, dk_out, rstd_q, rstd_k;
   const int64_t* cu_seqlens = nullptr;
-  // Varlen: each chunk slot's {sequence n, chunk j, the sequence's first row, its length}, j = -1
-  // past the sequence's last chunk
-  // (gdn_slot_items_kernel): the per-chunk kernels' item decode in one load, not a bisection over
-  // cu_seqlens (its chain of dependent loads at every item was ~7% of the gradient kernel's stall
-  // samples at issue 6's varlen case, ncu, fifty-fourth session).
+  // Varlen (rows < 2^31): each chunk slot's {sequence n, chunk j (-1 past the sequence's last),
+  // the sequence's first row, its length}, written once by gdn_slot_tables_kernel: the per-chunk
+  // kernels' item decode in one load, without the bisection over cu_seqlens (its chain of dependent
+  // loads at every item was ~7% of the gradient kernel's stall samples at issue 6's varlen case)
+  // and without WorkItem's cu_seqlens loads (docs/perf/gdn_chunk_bwd.md).
   const int4* slot_items = nullptr;
   int64_t tokens = 0;
   int num_seqs = 0, H = 0, HV = 0, v_blocks = 1;  // v_blocks: WorkItem's; one block per CTA here

@@ -55,8 +55,9 @@ Status launch_l2norm_rows(const GdnInputs& in, const RowTensor& qn, const RowTen
 }
 
 // Varlen: the chunk slot of each sequence's first chunk (ChunkSlot::first), bwd_dhu's dh offsets;
-// and each slot's {sequence, chunk} (ChunkBwdArgs::slot_items, chunk -1 past the sequence's last),
-// by ChunkSlot's own bisection, once a slot.
+// and each slot's record {sequence, chunk (-1 past the sequence's last), the sequence's first row,
+// its length} (ChunkBwdArgs::slot_items), by ChunkSlot's own bisection once a slot. The rows are
+// cast to 32 bits: the dispatch hands the table on only where they fit.
 __global__ void gdn_slot_tables_kernel(const int64_t* cu, int64_t n, int64_t* first, int64_t slots, int4* items) {
   const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (m < n) first[m] = cu[m] / 64 + m;
