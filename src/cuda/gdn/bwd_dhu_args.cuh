@@ -52,6 +52,7 @@ using DhGmem = decltype(make_tensor(make_gmem_ptr(static_cast<Element*>(nullptr)
 template <class T>
 struct BwdDhuParams {
   BwdDhuArgs a;
+  ItemDivisors items;                    // blockIdx.x -> (sequence, value head, value block)
   RowsShape shape_qk, shape_w, shape_v;  // (t, d, head, batch) of q / k, w, do / dv (row_tma.cuh)
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_do, tma_dv;

@@ -22,7 +22,7 @@ namespace attnkit::cuda::gdn {
 template <class T>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_bwd_dhu_kernel(CUTE_GRID_CONSTANT const BwdDhuParams<T> p) {
   const BwdDhuArgs& a = p.a;
-  const WorkItem it = dhu_item(a, blockIdx.x);  // WorkItem(a, blockIdx.x) without the split
+  const WorkItem it = dhu_item(a, blockIdx.x, p.items);  // WorkItem(a, blockIdx.x) without the split
   if (threadIdx.x == 0) {
     auto& sm = chunk_smem<typename T::SharedStorage>();
     CUTE_UNROLL
@@ -106,6 +106,7 @@ cudaError_t launch_with(const BwdDhuArgs& a, cudaStream_t stream) {
   if (items > INT32_MAX) return cudaErrorInvalidValue;
   BwdDhuParams<T> p;
   p.a = a;
+  p.items = ItemDivisors(a);
   if (a.vec16) {
     make_row_tmas(p, a, a.cu_seqlens ? 1 : a.num_seqs);
   }

@@ -21,7 +21,9 @@
 namespace attnkit::cuda::gdn {
 
 // A bwd_dhu CTA's work (recurrence_item, segments from the end).
-CUTE_DEVICE WorkItem dhu_item(const BwdDhuArgs& a, int item) { return recurrence_item<true>(a, item); }
+CUTE_DEVICE WorkItem dhu_item(const BwdDhuArgs& a, int item, const ItemDivisors& divisors) {
+  return recurrence_item<true>(a, item, divisors);
+}
 
 // The sequence's chunk index of the segment's first chunk (dh's chunk axis).
 CUTE_DEVICE int dhu_first_chunk(const BwdDhuArgs& a, const WorkItem& it) {

@@ -57,11 +57,11 @@ Status launch_l2norm_rows(const GdnInputs& in, const RowTensor& qn, const RowTen
 // Varlen: the chunk slot of each sequence's first chunk (ChunkSlot::first), bwd_dhu's dh offsets;
 // and each slot's record {sequence, chunk (-1 past the sequence's last), the sequence's first row,
 // its length} (ChunkBwdArgs::slot_items), by ChunkSlot's own bisection once a slot. The rows are
-// cast to 32 bits: the dispatch hands the table on only where they fit.
+// cast to 32 bits: the dispatch asks for the records (items not null) only where they fit.
 __global__ void gdn_slot_tables_kernel(const int64_t* cu, int64_t n, int64_t* first, int64_t slots, int4* items) {
   const int64_t m = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (m < n) first[m] = cu[m] / 64 + m;
-  if (m < slots) {
+  if (items && m < slots) {
     struct { const int64_t* cu_seqlens; int64_t tokens; int num_seqs; } a{cu, 0, static_cast<int>(n)};
     const ChunkSlot s(a, m);
     items[m] = make_int4(s.n, s.live ? s.j : -1, static_cast<int>(cu[s.n]), static_cast<int>(cu[s.n + 1] - cu[s.n]));
@@ -186,11 +186,14 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   }
   if (ws.rerun) ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, in.q.dtype, kD, stream));
 
-  // Varlen: the slot tables (bwd_dhu's first slots, the per-chunk kernels' slot items).
-  if (varlen && ws.seqs > 0) {
+  // Varlen: the slot tables (bwd_dhu's first slots; the per-chunk kernels' slot records, whose
+  // rows are 32-bit).
+  const bool varlen_seqs = varlen && ws.seqs > 0;
+  int4* const slot_items = varlen_seqs && ws.rows < INT32_MAX ? reinterpret_cast<int4*>(base + ws.slot_items) : nullptr;
+  if (varlen_seqs) {
     const int64_t n = std::max(ws.seqs, ws.slots);
     gdn::gdn_slot_tables_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
-        f.cu_seqlens, ws.seqs, reinterpret_cast<int64_t*>(base + ws.first), ws.slots, reinterpret_cast<int4*>(base + ws.slot_items));
+        f.cu_seqlens, ws.seqs, reinterpret_cast<int64_t*>(base + ws.first), ws.slots, slot_items);
     ATTNKIT_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "gdn_backward"));
   }
 
@@ -230,7 +233,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   b.dbeta = ws.rows_of(base, ws.dbeta, ws.HV, 1);
   b.dg = ws.rows_of(base, ws.dg, ws.HV, 1);
   b.cu_seqlens = f.cu_seqlens;
-  if (varlen && ws.seqs > 0 && ws.rows < INT32_MAX) b.slot_items = reinterpret_cast<const int4*>(base + ws.slot_items);
+  b.slot_items = slot_items;
   b.tokens = f.tokens;
   b.num_seqs = f.num_seqs;
   b.H = f.H;
@@ -293,7 +296,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
     gdn::state_strides(p.dinitial_state, in.state_layout, d.dh0_sk, d.dh0_sv);
   }
   d.cu_seqlens = f.cu_seqlens;
-  if (varlen && ws.seqs > 0) d.chunk_offsets = reinterpret_cast<int64_t*>(base + ws.first);
+  if (varlen_seqs) d.chunk_offsets = reinterpret_cast<int64_t*>(base + ws.first);
   d.tokens = f.tokens;
   d.num_seqs = f.num_seqs;
   d.H = f.H;

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include <cutlass/fast_math.h>
+
 #include "attnkit/semantics/heads.hpp"
 #include "src/cuda/gdn/token_tensor.cuh"
 
@@ -92,17 +94,15 @@ struct ChunkFwdArgs {
   SegmentSplit split;  // split.count > 1: the recurrence runs as segments (dense batches)
 };
 
-// CTA `item` -> (sequence n, value head hv, value block vb), vb fastest so that the CTAs sharing
-// one head's q/k rows run together and meet in L2. Args: any kernel's arguments with num_seqs'
-// companions cu_seqlens, tokens, H, HV and v_blocks (ChunkFwdArgs, BwdDhuArgs).
+// A CTA's (sequence n, value head hv, value block vb) and the sequence's rows. A chain kernel's
+// CTA `item` numbers them vb fastest (ItemDivisors::item) so that the CTAs sharing one head's q/k
+// rows run together and meet in L2. Args: any kernel's arguments with num_seqs' companions
+// cu_seqlens, tokens, H, HV and v_blocks (ChunkFwdArgs, BwdDhuArgs).
 struct WorkItem {
   int n, hv, h, vb;
   int seg = 0;  // the sequence split's segment (SegmentSplit; t0 and len are the segment's)
   int64_t b, t0, len;
   int nchunks;
-  template <class Args>
-  __device__ WorkItem(const Args& a, int item)
-      : WorkItem(a, item / a.v_blocks / a.HV, (item / a.v_blocks) % a.HV, item % a.v_blocks) {}
   template <class Args>
   __device__ WorkItem(const Args& a, int n_, int hv_, int vb_)
       : WorkItem(a, n_, hv_, vb_, static_cast<int>(qk_head_of(hv_, a.HV, a.H))) {}
@@ -134,6 +134,29 @@ struct WorkItem {
   }
   // Element offset of token t's row (t counted from the sequence start) in a [B, T, heads, D] tensor.
   __device__ int64_t row(const RowTensor& x, int64_t t, int head) const { return b * x.sb + (t0 + t) * x.st + head * x.sh; }
+};
+
+// A chain kernel's CTA index -> (sequence, value head, value block, qk head) by divisors worked out
+// on the host (cutlass::FastDivmod: a multiply-high and a shift each). WorkItem(a, item)'s three
+// runtime 32-bit divisions and qk_head_of's two 64-bit ones (~150 instructions of dependent
+// steps, on every warp) were ~3% of the varlen forward recurrence's stall samples: 2,560 CTAs
+// of ~7 chunks each pay them at their start (docs/perf/gdn_chunk_fwd.md).
+struct ItemDivisors {
+  cutlass::FastDivmod by_blocks, by_heads, by_group;  // v_blocks, HV, HV / H
+  ItemDivisors() = default;
+  template <class Args>  // any kernel's arguments with v_blocks, HV and H (all >= 1 where launched)
+  explicit ItemDivisors(const Args& a)
+      : by_blocks(a.v_blocks > 0 ? a.v_blocks : 1), by_heads(a.HV > 0 ? a.HV : 1),
+        by_group(a.H > 0 && a.HV >= a.H ? a.HV / a.H : 1) {}
+  // WorkItem(a, item) for item < 2^31 (any CTA index).
+  template <class Args>
+  __device__ WorkItem item(const Args& a, int item) const {
+    int rest, vb, n, hv, h, lane;
+    by_blocks(rest, vb, item);
+    by_heads(n, hv, rest);
+    by_group(h, lane, hv);
+    return WorkItem(a, n, hv, vb, h);
+  }
 };
 
 // The value head's qk head, without qk_head_of's two 64-bit divisions where HV == H (no GVA):

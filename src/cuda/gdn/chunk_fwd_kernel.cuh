@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(T::kWyThreads, T::kWyCtasPerSm) gdn_chunk_wy_f
 template <class T, Recurrence kMode>
 __global__ void __launch_bounds__(T::kThreads, 1) gdn_chunk_fwd_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
   const ChunkFwdArgs& a = p.a;
-  const WorkItem it = recurrence_item(a, blockIdx.x);  // WorkItem(a, blockIdx.x) without the split
+  const WorkItem it = recurrence_item(a, blockIdx.x, p.items);  // WorkItem(a, blockIdx.x) without the split
   if (threadIdx.x < 128) {
     if (it.nchunks > 0) LoadWarpgroup<T, kMode>{p, a, it, static_cast<int>(threadIdx.x)}.run();
   } else {
@@ -77,7 +77,7 @@ template <class T, bool kFromT = false>
 __global__ void __launch_bounds__(T::kThreadsWu, 1) gdn_chunk_fwd_wu_kernel(CUTE_GRID_CONSTANT const ChunkFwdParams<T> p) {
   constexpr Recurrence kMode = kFromT ? Recurrence::kStates : Recurrence::kOutput;
   const ChunkFwdArgs& a = p.a;
-  const WorkItem it(a, blockIdx.x);
+  const WorkItem it = p.items.item(a, blockIdx.x);
   const int wg = static_cast<int>(threadIdx.x) / 128, tid = static_cast<int>(threadIdx.x) % 128;
   if (wg == 0) {
     cutlass::arch::warpgroup_reg_dealloc<T::kLoadRegsWu>();
@@ -98,6 +98,7 @@ ChunkFwdParams<T> recurrence_params(const ChunkFwdArgs& a) {
   using Element = typename T::Element;
   ChunkFwdParams<T> p;
   p.a = a;
+  p.items = ItemDivisors(a);
   if (!a.vec16) return p;
   const int batch = a.cu_seqlens ? 1 : a.num_seqs;
   p.shape_qk = rows_shape(a.tokens, T::kDK, a.H, batch);

@@ -35,9 +35,9 @@ inline int segments_of_pass(const SegmentSplit& sp) { return sp.pass == SegmentS
 // whose chain runs from the last chunk): segment s covers the chunks forward segment count - 1 - s
 // would, so that segment 0 still starts from the given state (dht).
 template <bool kReverse = false, class Args>
-CUTE_DEVICE WorkItem recurrence_item(const Args& a, int item) {
+CUTE_DEVICE WorkItem recurrence_item(const Args& a, int item, const ItemDivisors& divisors) {
   const SegmentSplit& sp = a.split;
-  if (sp.pass == SegmentSplit::kNone) return WorkItem(a, item);
+  if (sp.pass == SegmentSplit::kNone) return divisors.item(a, item);
   const int blocks = blocks_of_pass(a);
   const int vb = item % blocks, rest = item / blocks;
   WorkItem it(a, (rest / a.HV) % a.num_seqs, rest % a.HV, vb);

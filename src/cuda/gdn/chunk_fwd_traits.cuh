@@ -145,6 +145,7 @@ struct ChunkFwdTraits {
 template <class T>
 struct ChunkFwdParams {
   ChunkFwdArgs a;
+  ItemDivisors items;                // blockIdx.x -> (sequence, value head, value block)
   RowsShape shape_qk, shape_w, shape_u;  // (t, d, head, batch) of q / k, w, u
   typename T::TmaRowsDK tma_q, tma_k, tma_w;
   typename T::TmaRowsBV tma_u;
