@@ -600,13 +600,6 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 1)
   }
   for (int phase = 0; item < items; phase ^= 1) {
     const int64_t next_item = live_item_from(p, item + gridDim.x, items, next);
-    // Varlen: the slot record of the item after next into L1 while this item computes, so that
-    // the next loop's decode hits L1 rather than waiting an L2 round trip at the item's start.
-    if (a.slot_items && p.fast_items && next_item + gridDim.x < items) {
-      int s, hv;
-      p.by_heads(s, hv, static_cast<int>(next_item + gridDim.x));
-      asm volatile("prefetch.global.L1 [%0];" ::"l"(a.slot_items + s));
-    }
     const WorkItem it = cur.work(a);
     ChunkBwd<E, kD>{a, it, cur.slot.j, it.valid_rows(cur.slot.j), vec}.gradients(p, phase, next_item < items, next, row_values);
     item = next_item;
