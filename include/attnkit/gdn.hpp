@@ -42,9 +42,9 @@ enum class GdnKeep : uint8_t {
   // V = 128; what FLA's forward keeps as A): the backward reruns the state pass, but forms w and
   // u from T by two GEMMs a chunk instead of inverting again. Its w and u then come from T's
   // 16-bit rounding (as FLA's do), so the gradients differ from kAll's in the last bits.
-  // With the in-op l2norm (use_qk_l2norm) also q and k normalised (16-bit, as FLA's forward
-  // keeps them) and their inverse norms (fp32 a token and qk head), which the backward would
-  // otherwise work out again: then about 4.3x T's bytes at H = HV, K = 128.
+  // With the in-op l2norm (use_qk_l2norm) also the inverse norms of q's and k's rows (fp32 a token
+  // and qk head), with which the backward normalises the raw rows on chip instead of working the
+  // norms out again (FLA's forward keeps q and k normalised instead: 16-bit, 4x T's bytes).
   kT,
 };
 

@@ -154,9 +154,8 @@ def _gdn_out(q, v):
 def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep, use_qk_l2norm=False):
     """gdn_intermediates_size() (src/cuda/gdn/chunk_host.hpp's Intermediates): keep 2 (all): w [rows,
     HV, K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), each chunk's
-    start state [slots, HV, K, V] (16-bit); keep 1: T, and with the in-op l2norm q, k normalised
-    [rows, H, K] (16-bit) and their inverse norms [rows, H] (fp32); every buffer rounded up to 256
-    bytes. 0 with keep 0 or where the CUDA chunked forward keeps nothing (the CPU; inputs it refuses,
+    start state [slots, HV, K, V] (16-bit); keep 1: T, and with the in-op l2norm the inverse norms
+    of q's and k's rows [rows, H] (fp32); every buffer rounded up to 256 bytes. 0 with keep 0 or where the CUDA chunked forward keeps nothing (the CPU; inputs it refuses,
     which then fail in the op itself)."""
     if not keep:
         return 0
@@ -172,7 +171,7 @@ def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep, use_qk_l2norm=False):
         return (n + 255) // 256 * 256
 
     if keep == 1:
-        norms = 2 * (round256(rows * q.shape[2] * K * 2) + round256(rows * q.shape[2] * 4)) if use_qk_l2norm else 0
+        norms = 2 * round256(rows * q.shape[2] * 4) if use_qk_l2norm else 0
         return round256(rows * HV * 64 * 2) + norms
     return (round256(rows * HV * K * 2) + round256(rows * HV * 64 * 2) + round256(rows * HV * V * 2) +
             round256(rows * HV * 4) + round256(slots * HV * K * V * 2))

@@ -89,9 +89,8 @@ def chunk_gated_delta_rule(q, k, v, g, beta, scale=None, initial_state=None, out
       "auto" (default): "t" at K = V = 128 with at least 96 (sequence, value head, 64-column value
         block) chains, where it pays, else nothing (docs/perf/gdn_chunk_bwd.md).
       "t": the chunks' T = (I + L)^-1, 16-bit [B, T, HV, 64] (half v's bytes at V = 128; what FLA's
-        forward keeps as A), and with use_qk_l2norm_in_kernel q and k normalised with their inverse
-        norms (as FLA's forward keeps its normalised q, k: about 2x q's bytes more), which the
-        backward then need not work out. The backward reruns the forward's state pass, with w and u formed from
+        forward keeps as A), and with use_qk_l2norm_in_kernel the inverse norms of q's and k's rows
+        (4 bytes a token and head), with which the backward normalises q, k on chip. The backward reruns the forward's state pass, with w and u formed from
         T instead of a second inverse (at K = 128 with many chains inside the recurrence kernel): on
         an H200 forward + backward ~4% faster than keeping nothing at B4 T8192 H16 and at a varlen
         batch of 20 sequences (H64); with few chains no faster (B1 T8192 H16 the same, B1 T32768 H32

@@ -6,8 +6,11 @@
 // bitwise determinism over 10 runs; the backward rerunning the forward's kernels and the backward
 // reading the forward's kept intermediates.
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <memory>
 
+#include "attnkit/semantics/numerics.hpp"
 #include "gdn_test_util.hpp"
 #include "gpu_util.hpp"
 
@@ -323,7 +326,7 @@ TEST_F(GdnChunkBwdGpu, KeptT) {
   GdnCase many = bwd_case(DType::kBFloat16, 128, 130);
   many.B = 4;
   many.H = many.HV = 12;  // 4 x 12 x 2 value blocks = 96 chains: the forward forms w and u in its
-                          // recurrence and writes T (and q, k normalised) from its [Tu | Tw] WY kernel
+                          // recurrence and writes T from its [Tu | Tw] WY kernel (the norms: the recurrence)
   many.l2norm = true;
   cases.push_back(strong);
   cases.push_back(many);
@@ -344,12 +347,14 @@ TEST_F(GdnChunkBwdGpu, KeptT) {
   check_backward(split, 41, 0, true, 3, GdnKeep::kT);
 }
 
-// kT with the in-op l2norm keeps q, k normalised and their inverse norms: written by the [Tu | Tw]
-// WY kernel where the forward runs it (96+ chains, unsplit), else by the l2norm pass. Both must be
-// the same bits (the backward's gradients then do not depend on which ran): the same inputs kept
-// unsplit (the WY kernel) and split in 2 (the pass); GVA, so only a group's first value head writes.
-TEST_F(GdnChunkBwdGpu, KeptNormsSameBitsFromWyKernelAndPass) {
-  GdnCase c = bwd_case(DType::kFloat16, 128, 200);  // a tail chunk of 8 rows
+// kT with the in-op l2norm keeps the inverse norms of q's and k's rows (fp32 [rows, H]), written by
+// the forward's recurrence (its row factors' norms, chunk_gate_factors) from the first value block
+// of each group's first value head; the backward normalises the raw rows with them on chip. The
+// same bits whichever recurrence ran — unsplit (w and u formed in it: 96+ chains) and split in 2
+// (the two-warpgroup kernel's segments) — every row written (the buffer's 0xff poison gone), and
+// against the float64 norms of the same rows. GVA and a tail chunk of 8 rows.
+TEST_F(GdnChunkBwdGpu, KeptInverseNormsFromEitherRecurrence) {
+  GdnCase c = bwd_case(DType::kFloat16, 128, 200);
   c.B = 4;
   c.H = 6;
   c.HV = 12;  // 4 x 12 x 2 = 96 chains
@@ -369,15 +374,25 @@ TEST_F(GdnChunkBwdGpu, KeptNormsSameBitsFromWyKernelAndPass) {
     plain.use_qk_l2norm = false;
     t_bytes = gdn_intermediates_size(plain, GdnKeep::kT);  // T's share, before the norms
   }
-  const int64_t rows = c.B * c.T;
-  const size_t norms = 2 * ((rows * c.H * 128 * 2 + 255) / 256 * 256) + 2 * ((rows * c.H * 4 + 255) / 256 * 256);
-  ASSERT_EQ(bytes[0].size(), t_bytes + norms);
-  // Each buffer's 256-byte rounding is never written: 0xff in both.
+  const int64_t rows = c.B * c.T, n = rows * c.H;
+  const size_t one = (n * 4 + 255) / 256 * 256;
+  ASSERT_EQ(bytes[0].size(), t_bytes + 2 * one);
   EXPECT_TRUE(std::equal(bytes[0].begin() + t_bytes, bytes[0].end(), bytes[1].begin() + t_bytes))
-      << "q, k normalised or their inverse norms differ between the WY kernel and the pass";
-  const size_t qn_bytes = rows * c.H * 128 * 2;
-  EXPECT_LT(std::count(bytes[0].begin() + t_bytes, bytes[0].begin() + t_bytes + qn_bytes, uint8_t(0xff)), int64_t(qn_bytes / 16))
-      << "qn left unwritten (the buffer's 0xff poison)";
+      << "the inverse norms differ between the unsplit and the split recurrence";
+  double worst = 0;
+  for (int which = 0; which < 2; ++which) {
+    const HostTensor& x = which ? d.k : d.q;
+    float rstd[1];
+    for (int64_t m = 0; m < n; ++m) {  // m = row * H + h: [rows, H] as x's [B, T, H, K] rows
+      std::memcpy(rstd, bytes[0].data() + t_bytes + which * one + m * 4, 4);
+      double ss = 0;
+      for (int64_t e = 0; e < c.K; ++e) ss += x.get(m * c.K + e) * x.get(m * c.K + e);
+      const double want = 1.0 / std::sqrt(ss + kL2NormEps);
+      ASSERT_TRUE(std::isfinite(rstd[0])) << (which ? "rstd_k" : "rstd_q") << " row " << m << " unwritten or not finite";
+      worst = std::max(worst, std::abs(rstd[0] - want) / want);
+    }
+  }
+  EXPECT_LT(worst, 1e-5) << "kept inverse norms against float64";
 }
 
 // bwd_dhu working each chunk's dv_local out itself (BwdDhuTraits::kLocal, bwd_dhu_local.cuh) where
@@ -418,6 +433,8 @@ TEST_F(GdnChunkBwdGpu, DvLocalInsideBwdDhu) {
   }
   SCOPED_TRACE("varlen, T kept");
   check_backward(varlen, 41, 0, true, 0, GdnKeep::kT);
+  SCOPED_TRACE("GVA, T kept (the finish pass normalises the raw rows)");
+  check_backward(gva, 41, 0, true, 0, GdnKeep::kT);
   // Rows padded by 8 elements: still 16-byte aligned (this path), but q, k, v and the gradients
   // strided, through the l2norm pass's row offsets and bwd_dhu's TMA boxes.
   SCOPED_TRACE("GVA, rows padded by 8");

@@ -78,7 +78,7 @@ def test_opcheck_gdn(device):
     # Its bytes are opaque (alignment padding, unused varlen slots are never written), so not the
     # eager-vs-traced output comparison: test_compile_fullgraph_forward_and_backward compares the
     # gradients computed from it instead.
-    # keep: 1 T (with the in-op l2norm also q, k normalised), 2 everything.
+    # keep: 1 T (with the in-op l2norm also the rows' inverse norms), 2 everything.
     for keep, l2 in ((1, False), (1, True), (2, False)):
         opcheck(ops.gdn_chunk_fwd.default, (*leaves[:4], leaves[4]), dict(kw, keep=keep, use_qk_l2norm=l2),
                 test_utils=("test_schema", "test_autograd_registration", "test_faketensor"))
@@ -162,7 +162,7 @@ def test_compile_keeps_gdn_intermediates_for_the_backward():
                                               use_qk_l2norm_in_kernel=l2)
 
     # Everything kept (compiled) against nothing (eager): the same bits. T kept (with the in-op
-    # l2norm also q, k normalised), compiled against eager: the same kernels, the same bits.
+    # l2norm also the rows' inverse norms), compiled against eager: the same kernels, the same bits.
     for keep_compiled, keep_eager, l2 in ((True, False, False), ("t", "t", False), ("t", "t", True)):
         torch._dynamo.reset()
         o_c, s_c = torch.compile(lambda *a: f(*a, keep=keep_compiled, l2=l2), fullgraph=True)(*leaves)

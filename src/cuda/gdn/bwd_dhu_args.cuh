@@ -12,6 +12,9 @@ struct BwdDhuArgs {
   RowTensor q, k;                  // [B, T, H, DK]
   RowTensor w;                     // [B, T, HV, DK]
   RowTensor dout, dv, dv2;         // [B, T, HV, V]
+  // The op's l2norm on raw q, k rows (ChunkBwdArgs::fold_norms): their rows' inverse norms (fp32
+  // [B, T, H]), folded into the row factors fq, fk and the local warpgroup's P. Absent: q, k as given.
+  RowTensor rstd_q, rstd_k;
   // In-chunk cumulative log-decay (natural log), fp32: g [B, T, HV] (scalar gate) or
   // gk [B, T, HV, DK] (per key, unit last stride; q and k come already gated); neither: no decay.
   const float* gate = nullptr;

@@ -1,7 +1,8 @@
 // src/cuda/gdn/bwd_dhu_load.cuh — warpgroup 0 of the bwd_dhu kernel: stages each chunk's rows of
 // Q, K (the head's), w (the value head's), do and dv (this CTA's value columns), from the last
 // chunk to the first, with the gates' row factors (bwd_dhu_traits.cuh):
-//   fq_r = scale e^G_r, fk_r = e^(G_last - G_r) for rows r < valid, 0 past the sequence end;
+//   fq_r = scale e^G_r, fk_r = e^(G_last - G_r) for rows r < valid, 0 past the sequence end
+//   (with the op's l2norm on raw rows, times row r's inverse norms rstd_q, rstd_k);
 //   decay[d] = e^G_last[d];   do <- diag(fq) do in place
 // and, once the state warpgroup is done with a chunk, writes its dv2 rows (left in dv's buffer)
 // and its dh tile out.
@@ -70,6 +71,17 @@ struct DhuLoadWarpgroup {
     }
   }
 
+  // Row half_tid()'s inverse norms {rstd_q, rstd_k} of step i's chunk (the last valid row's past the
+  // end), or {1, 1} where q, k come normalised or the step does not exist. Plain loads three steps
+  // ahead into registers: no shared memory is left at DK = 128, BV = 64.
+  CUTE_DEVICE float2 row_norms(int i) const {
+    if (!a.rstd_q.ptr || i >= it.nchunks) return make_float2(1.f, 1.f);
+    const int j = chunk_of(i);
+    const int64_t t = int64_t(j) * kC + min(half_tid(), it.valid_rows(j) - 1);
+    return make_float2(static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)],
+                       static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)]);
+  }
+
   // Rows of step i's stage at or past the sequence end to zero (this thread's pieces).
   CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int i) const {
     auto& st = smem().stage[i % T::kStages];
@@ -83,7 +95,7 @@ struct DhuLoadWarpgroup {
   }
 
   // Step i's row factors and decays, then do <- diag(fq) do (this thread's pieces).
-  CUTE_DEVICE void fold_gates(const PiecesBV& bv, int i) const {
+  CUTE_DEVICE void fold_gates(const PiecesBV& bv, int i, float2 norms) const {
     auto& sm = smem();
     const int s = i % T::kStages, valid = it.valid_rows(chunk_of(i)), t = half_tid();
     const bool scalar = a.gate && !a.per_key_gate;
@@ -93,8 +105,8 @@ struct DhuLoadWarpgroup {
     const float G = scalar ? sm.decay[s][t] * a.gate_log2 : 0.f;
     const float last = scalar ? sm.gate_last[s] * a.gate_log2 : 0.f;
     const bool live = t < valid;
-    sm.fq[s][t] = __float2half_rn(live ? a.scale * ex2(G) : 0.f);
-    sm.fk[s][t] = __float2half_rn(live ? (scalar ? ex2(last - G) : 1.f) : 0.f);  // gk: K comes gated
+    sm.fq[s][t] = __float2half_rn(live ? a.scale * ex2(G) * norms.x : 0.f);
+    sm.fk[s][t] = __float2half_rn(live ? (scalar ? ex2(last - G) : 1.f) * norms.y : 0.f);  // gk: K comes gated
     CUTE_UNROLL
     for (int d = t; d < kDK; d += kHalf) {
       const float key_last = a.per_key_gate ? sm.decay[s][d] * a.gate_log2 : last;
@@ -126,6 +138,7 @@ struct DhuLoadWarpgroup {
       if (i < n) load_gates(i);
       cp_async_commit();
     }
+    float2 norms = row_norms(0), next_norms = row_norms(1), after_norms = row_norms(2);  // steps i, i + 1, i + 2
     for (int i = 0; i < n; ++i) {
       const int s = i % T::kStages;
       if (i == 0) cp_async_wait<2>();  // step 0's gates landed (steps 1, 2 may be in flight)
@@ -137,7 +150,7 @@ struct DhuLoadWarpgroup {
       // thread's own pieces of do, and the state warpgroup waits for kFull. (kLocal: the local
       // warpgroup zeroes them, before its products.)
       if (!T::kLocal && a.vec16 && it.valid_rows(chunk_of(i)) < kC) zero_rows_past_end(dk, bv, i);
-      fold_gates(bv, i);
+      fold_gates(bv, i, norms);
       cutlass::arch::fence_view_async_shared();  // the state warpgroup's WGMMAs read these rows
       ChunkBarriers::arrive(B::kFull + s, T::kFullThreads);
       if (i >= 1) {  // the state is done with step i - 1: step i + 2's gates into its stage
@@ -145,6 +158,9 @@ struct DhuLoadWarpgroup {
         if (i + 2 < n) load_gates(i + 2);
         cp_async_commit();
       }
+      norms = next_norms;
+      next_norms = after_norms;
+      after_norms = row_norms(i + 3);
     }
     ChunkBarriers::sync_unaligned(B::kEmpty + (n - 1) % T::kStages, B::kEmptyThreads);
   }

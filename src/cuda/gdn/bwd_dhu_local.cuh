@@ -4,7 +4,8 @@
 //   dv = P do   [C, BV],   P [C keys, C queries] = K Q^T, entry (key c, query r) kept for r >= c,
 //                          times scale e^(G_r - G_c)   (the dv_local kernel's product and roundings)
 // With the op's l2norm Q and K are the normalised rows (qn, kn: l2norm_rows.cuh's kernel writes
-// them first); normalising the stage's rows in place here sat on the chain to the state warpgroup
+// them first), or the raw rows with their inverse norms (a.rstd_q: the forward's, kept), folded
+// into P here; normalising the stage's rows in place here sat on the chain to the state warpgroup
 // and cost more than the dv_local kernel it saves (docs/perf/gdn_chunk_bwd.md).
 //
 // Per chunk, on the stage the loader filled (its TMA barrier):
@@ -50,17 +51,29 @@ struct DhuLocalWarpgroup {
     Tensor rP = make_tensor<Element>(attn::acc_as_operand_a_layout(tS.layout()));  // P, A of dv
     Tensor tO = partition_fragment_C(mma_o, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: dv
     const int n = it.nchunks;
+    const bool fold = a.rstd_q.ptr != nullptr;
     for (int i = 0; i < n; ++i) {
       const int s = i % T::kStages, j = n - 1 - i, valid = it.valid_rows(j);
       auto& st = sm.stage[s];
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
       // G of row tid (past the end: the last row's; its rows are zeros), read while the rows land;
       // into dv's buffer only once they have (the buffer held dv2 of step i - 3 until then).
-      float g = 0.f;
-      if (tid < kC && a.gate) g = a.gate[it.b * a.g_sb + (it.t0 + int64_t(j) * kC + min(tid, valid - 1)) * a.g_st + int64_t(it.hv) * a.g_sh] * a.gate_log2;
-      float* gate = reinterpret_cast<float*>(st.dv.data());  // G [C]
+      const int64_t t = int64_t(j) * kC + min(tid, valid - 1);
+      float g = 0.f, nq = 1.f, nk = 1.f;
+      if (tid < kC && a.gate) g = a.gate[it.b * a.g_sb + (it.t0 + t) * a.g_st + int64_t(it.hv) * a.g_sh] * a.gate_log2;
+      if (tid < kC && fold) {
+        nq = static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)];
+        nk = static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)];
+      }
+      float* gate = reinterpret_cast<float*>(st.dv.data());  // G [C], then the rows' inverse norms [2][C]
+      const float* norm_q = gate + kC;
+      const float* norm_k = gate + 2 * kC;
       sm.rows_landed[s].wait((i / T::kStages) % 2);
-      if (tid < kC) gate[tid] = g;
+      if (tid < kC) {
+        gate[tid] = g;
+        gate[kC + tid] = nq;
+        gate[2 * kC + tid] = nk;
+      }
       if (valid < kC) {  // a box reads on past the end into the next sequence's rows
         dk.zero_from(at(st.q.data()), valid);
         dk.zero_from(at(st.k.data()), valid);
@@ -77,10 +90,18 @@ struct DhuLocalWarpgroup {
         attn::gemm_zero<false>(mma_s, tA, tB, tS);
       }
       warpgroup_wait<0>();
-      CUTE_UNROLL
-      for (int e = 0; e < size(tS); ++e) {  // key c, query r: as the dv_local kernel rounds it
-        const int c = get<0>(cS(e)), r = get<1>(cS(e));
-        rP(e) = Element(r >= c ? a.scale * ex2(gate[r] - gate[c]) * tS(e) : 0.f);
+      if (fold) {  // K Q^T of the raw rows, times both rows' inverse norms
+        CUTE_UNROLL
+        for (int e = 0; e < size(tS); ++e) {
+          const int c = get<0>(cS(e)), r = get<1>(cS(e));
+          rP(e) = Element(r >= c ? a.scale * ex2(gate[r] - gate[c]) * (norm_q[r] * norm_k[c] * tS(e)) : 0.f);
+        }
+      } else {
+        CUTE_UNROLL
+        for (int e = 0; e < size(tS); ++e) {  // key c, query r: as the dv_local kernel rounds it
+          const int c = get<0>(cS(e)), r = get<1>(cS(e));
+          rP(e) = Element(r >= c ? a.scale * ex2(gate[r] - gate[c]) * tS(e) : 0.f);
+        }
       }
       {
         Tensor sDot = make_tensor(make_smem_ptr(st.dout.data()), typename T::LayoutRowsBVt{});  // [BV, C]

@@ -10,8 +10,14 @@ namespace attnkit::cuda::gdn {
 
 struct ChunkBwdArgs {
   // Inputs: q, k [B, T, H, K] (normalised: the workspace's qn, kn when the op's l2norm is on, but
-  // for dv_local with `normalize`), v, dout [B, T, HV, V]; beta [B, T, HV] as given (beta_logit: a logit).
+  // for dv_local with `normalize` and with `fold_norms`), v, dout [B, T, HV, V]; beta [B, T, HV] as
+  // given (beta_logit: a logit).
   RowTensor q, k, v, dout;
+  // The op's l2norm with the forward's inverse norms kept (rstd_q, rstd_k below): q, k are the raw
+  // rows, and each kernel normalises its landed Q and K tiles in shared memory with them (each
+  // element times its row's factor, rounded once: qn / kn's bits) — no normalised copies written
+  // or read (docs/perf/gdn_chunk_bwd.md).
+  bool fold_norms = false;
   // dv_local with the op's l2norm: q, k are the op's raw rows; it normalises them in shared memory
   // and writes qn, kn (16-bit [rows, H, K]) and rstd_q, rstd_k (below) for every later kernel.
   bool normalize = false;
@@ -32,6 +38,7 @@ struct ChunkBwdArgs {
   // Without GVA (H == HV) dq, dk are final here: `direct` writes them in 16 bits to dq_out, dk_out
   // (the op's), through the in-op l2norm's backward when rstd_q / rstd_k (fp32 [rows, H], the
   // inverse norms of the raw rows) are given: dx = rstd (dy - y (y . dy)), y the normalised row.
+  // (With fold_norms they are given in any case: the tiles' factors.)
   bool direct = false;
   RowTensor dq_out, dk_out, rstd_q, rstd_k;
   const int64_t* cu_seqlens = nullptr;
@@ -59,7 +66,8 @@ struct TokenOut {
 struct BwdFinishArgs {
   RowTensor dq_out, dk_out;       // the op's dq, dk (16-bit)
   RowTensor qn, kn;               // with the l2norm: the normalised q, k (16-bit [rows, H, K]) and
-  RowTensor rstd_q, rstd_k;       // their inverse norms (fp32 [rows, H]), dv_local's (workspace)
+  RowTensor rstd_q, rstd_k;       // their inverse norms (fp32 [rows, H]), dv_local's (workspace);
+  bool raw_rows = false;          // or qn, kn the raw rows, normalised here (fold_norms' bits)
   RowTensor dq, dk;               // fp32 [rows, HV, K] per value head (workspace); absent: done
   RowTensor dbeta, dg;            // fp32 [rows, HV] (workspace)
   TokenTensor beta, g;            // the op's raw beta, g

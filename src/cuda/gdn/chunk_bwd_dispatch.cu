@@ -4,8 +4,9 @@
 //      its recurrence without output, keeping each chunk's start state and v_new (with few
 //      chains, as the forward's sequence split: GdnBwdParams::num_segments)
 //   2. dv_local (per chunk; with the in-op l2norm it also writes q, k normalised into the
-//      workspace, which every later kernel reads, unless the forward kept them with T) — inside
-//      bwd_dhu where it can (dhu_local below; the l2norm then a pass of its own, or none)
+//      workspace, which every later kernel reads — unless the forward kept their inverse norms
+//      with T: then every kernel normalises the raw rows on chip) — inside bwd_dhu where it can
+//      (dhu_local below; the l2norm then a pass of its own, or none)
 //   3. bwd_dhu (dh per chunk, dv2, dh0; reverse over chunks; with few chains, split likewise)
 //   4. the per-chunk gradients (dq, dk per value head, dv, dbeta, dg)
 //   5. the token passes: GVA sums and the in-op l2norm / sigmoid / fused-gate backward
@@ -79,7 +80,7 @@ struct BwdWorkspace {
   size_t dq = 0, dk = 0, dbeta = 0, dg = 0, first = 0, slot_items = 0, starts = 0, prods = 0, dhu_starts = 0, dhu_prods = 0, total = 0;
   bool rerun = false;   // the forward's pieces recomputed into this workspace
   bool t_kept = false;  // ... but T, the forward's (GdnKeep::kT)
-  bool norms_kept = false;  // ... and with the in-op l2norm qn, kn, rstd_q, rstd_k (Intermediates)
+  bool norms_kept = false;  // ... and with the in-op l2norm rstd_q, rstd_k (Intermediates)
   gdn::SplitPlan split;  // the rerun's sequence split, the forward's plan for these inputs
   gdn::DhuPlan dhu;      // bwd_dhu's value block and split of its own
   explicit BwdWorkspace(const GdnBwdParams& p) {
@@ -97,7 +98,7 @@ struct BwdWorkspace {
     t_kept = p.intermediates.data != nullptr && p.keep == GdnKeep::kT;
     rerun = p.intermediates.data == nullptr || t_kept;
     if (rerun) (void)gdn::Intermediates(in, at, !t_kept);  // at offset 0
-    // kT with the in-op l2norm: q, k normalised come from the forward's buffer
+    // kT with the in-op l2norm: the rows' inverse norms come from the forward's buffer
     norms_kept = t_kept && in.use_qk_l2norm;
     if (in.use_qk_l2norm && !norms_kept) {
       qn = at.take(rows * H * D * 2);
@@ -156,9 +157,11 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   const GdnInputs& in = p.in;
   const bool varlen = in.cu_seqlens.defined();
   // With the op's l2norm the forward's kernels (the rerun) normalise q, k on load, as the forward
-  // did; every kernel after them reads q, k normalised (qn, kn and the inverse norms): kept by the
-  // forward with T (GdnKeep::kT), else worked out here into the workspace — by the dv_local
-  // kernel, or by a pass of their own where bwd_dhu works dv_local out.
+  // did. The kernels after them: where the forward kept T (GdnKeep::kT) it kept the rows' inverse
+  // norms too, and they take the raw rows and normalise on chip with them (fold_norms: bwd_dhu
+  // through its row factors, the per-chunk kernels in shared memory, qn / kn's bits); else they
+  // read q, k normalised (qn, kn and the inverse norms) worked out here into the workspace — by the
+  // dv_local kernel, or by a pass of their own where bwd_dhu works dv_local out.
   const bool l2norm = in.use_qk_l2norm;
 
   // 1. The forward's pieces: kept by the forward, or recomputed here.
@@ -167,7 +170,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   char* kept = static_cast<char*>(p.intermediates.data);
   gdn::BufferLayout at, kept_at;
   gdn::Intermediates(in, at, !ws.t_kept).point(f, ws.rerun ? base : kept);
-  gdn::ChunkFwdArgs norms;  // qn, kn, rstd_q, rstd_k where the forward kept them (ws.norms_kept)
+  gdn::ChunkFwdArgs norms;  // rstd_q, rstd_k where the forward kept them (ws.norms_kept)
   if (ws.t_kept) {
     gdn::Intermediates(in, kept_at, true, false, true).point(norms, kept);
     f.tmat = norms.tmat;
@@ -219,8 +222,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   b.dq_out = gdn::row_tensor(p.dq, varlen);
   b.dk_out = gdn::row_tensor(p.dk, varlen);
   if (ws.norms_kept) {
-    b.qn = norms.qn;
-    b.kn = norms.kn;
+    b.fold_norms = true;
     b.rstd_q = norms.rstd_q;
     b.rstd_k = norms.rstd_k;
   } else if (l2norm) {
@@ -250,14 +252,10 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   // (l2norm_rows.cuh: qn, kn, rstd, the dv_local kernel's bits).
   const bool dhu_split = ws.dhu.split.count > 1 && !varlen;
   const bool dhu_local = b.vec16 && ws.dhu.bv == 64 && !dhu_split;
-  if (l2norm && ws.norms_kept) {  // the forward's rows from the start (the same bits as below)
-    b.q = b.qn;
-    b.k = b.kn;
-  }
   if (dhu_local && l2norm && !ws.norms_kept)
     ATTNKIT_RETURN_IF_ERROR(gdn::launch_l2norm_rows(in, b.qn, b.kn, b.rstd_q, b.rstd_k, stream));
   if (!dhu_local) ATTNKIT_RETURN_IF_ERROR(cuda_status(gdn::launch_gdn_chunk_bwd<E, kD>(b, ws.slots, true, stream), "gdn_backward"));
-  if (l2norm) {  // from here on q, k are the normalised rows
+  if (l2norm && !b.fold_norms) {  // from here on q, k are the normalised rows
     b.normalize = false;
     b.q = b.qn;
     b.k = b.kn;
@@ -272,6 +270,10 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   d.local = dhu_local;
   if (!dhu_local) d.dv = b.dv_local;
   d.dv2 = b.dv2;
+  if (b.fold_norms) {
+    d.rstd_q = b.rstd_q;
+    d.rstd_k = b.rstd_k;
+  }
   if (in.g.defined()) {  // the WY kernel's gamma: cumulative, fused gate applied, log2 units
     d.gate = static_cast<const float*>(f.gamma.ptr);
     d.g_sb = varlen ? 0 : f.gamma.sb;
@@ -302,7 +304,8 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   d.H = f.H;
   d.HV = f.HV;
   d.scale = f.scale;
-  d.vec16 = (l2norm || (gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16))) && dout16;
+  const bool qk16 = (l2norm && !b.fold_norms) || (gdn::rows_aligned(in.q, varlen, 16) && gdn::rows_aligned(in.k, varlen, 16));
+  d.vec16 = qk16 && dout16;  // (the workspace's qn, kn are aligned)
   d.dv2_vec16 = true;
   if (ws.dhu.split.count > 1) {
     d.split.starts = reinterpret_cast<float*>(base + ws.dhu_starts);
@@ -316,8 +319,9 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   // 5. Into the op's gradients.
   gdn::BwdFinishArgs e;
   if (l2norm) {
-    e.qn = b.qn;
-    e.kn = b.kn;
+    e.raw_rows = b.fold_norms;
+    e.qn = b.fold_norms ? b.q : b.qn;
+    e.kn = b.fold_norms ? b.k : b.kn;
     e.rstd_q = b.rstd_q;
     e.rstd_k = b.rstd_k;
   }

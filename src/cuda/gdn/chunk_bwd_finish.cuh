@@ -21,7 +21,8 @@ __device__ inline int64_t offset_of(const RowTensor& x, int64_t row, int64_t T, 
 
 // One warp per (row, query/key head): the sums over its value heads of dq and dk, through the
 // l2norm's backward (y = x rstd: dx = rstd (dy - y (y . dy))), in 16 bits. y and rstd are the ones
-// dv_local wrote (qn / kn, rstd_q / rstd_k), as the per-chunk kernel's direct path (no GVA) uses.
+// dv_local wrote (qn / kn, rstd_q / rstd_k), as the per-chunk kernel's direct path (no GVA) uses;
+// with raw_rows y is formed here from the raw row and rstd, rounded as qn's (the same bits).
 template <class E, int kD>
 __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_qk_finish_kernel(CUTE_GRID_CONSTANT const BwdFinishArgs a) {
   const int64_t item = (int64_t(blockIdx.x) * kFinishThreads + threadIdx.x) / 32;
@@ -45,7 +46,7 @@ __global__ void __launch_bounds__(kFinishThreads) gdn_bwd_qk_finish_kernel(CUTE_
       float y[kD / 32], dot = 0.f;
 #pragma unroll
       for (int i = 0; i < kD / 32; ++i) {
-        y[i] = float(yin[lane + 32 * i]);
+        y[i] = a.raw_rows ? float(E(float(yin[lane + 32 * i]) * rstd)) : float(yin[lane + 32 * i]);
         dot += y[i] * dy[i];
       }
 #pragma unroll

@@ -161,23 +161,13 @@ struct ChunkBwd {
     store_16(acc, out, it.h);
   }
 
-  // The op's l2norm, done here once for every later kernel (a.normalize): Q's and K's raw rows
-  // normalised in place and written out as qn, kn with their inverse norms, by the first value
-  // head of each group. The inverse norms by the forward's l2_inverse_norm (warpgroup 0 Q's rows,
-  // 1 K's, two threads a row: the forward's factor bits); the rows then rescaled by the threads
-  // that loaded them (PieceWalk: a row's 16-byte pieces on adjacent threads), so each row leaves
-  // in one coalesced run.
-  __device__ void normalize_qk(const Rows& q, const Rows& k) const {
+  // Q's and K's landed rows times their inverse norms (vec.inv_norm, visible to every thread), in
+  // place — l2norm_row's multiply, so qn / kn's bits — by the threads of a row's 16-byte pieces
+  // (PieceWalk); `out`: the normalised rows also written to qn, kn (normalize_qk's first value head
+  // of each group). With fold_norms the kernels run it on the forward's kept inverse norms.
+  __device__ void scale_qk_rows(const Rows& q, const Rows& k, bool out) const {
     using Piece = cutlass::Array<E, 8>;  // 16 bytes: contiguous in the swizzled tile
     using W = PieceWalk<kD>;
-    {
-      const int r = threadIdx.x % 128 / 2;
-      const Rows m{side ? k.off : q.off};  // by value: a choice of references went through the stack
-      const float inv = l2_inverse_norm<kD, 2>(m, r, threadIdx.x % 2);
-      if (threadIdx.x % 2 == 0) vec.inv_norm[side][r] = inv;
-    }
-    __syncthreads();
-    const bool out = it.hv % (a.HV / a.H) == 0;
     const W w;
 #pragma unroll
     for (int which = 0; which < 2; ++which) {
@@ -196,6 +186,24 @@ struct ChunkBwd {
           *reinterpret_cast<uint4*>(static_cast<E*>(xn.ptr) + it.row(xn, t0() + r, it.h) + w.c) = reinterpret_cast<const uint4&>(p);
       }
     }
+  }
+
+  // The op's l2norm, done here once for every later kernel (a.normalize): Q's and K's raw rows
+  // normalised in place and written out as qn, kn with their inverse norms, by the first value
+  // head of each group. The inverse norms by the forward's l2_inverse_norm (warpgroup 0 Q's rows,
+  // 1 K's, two threads a row: the forward's factor bits); the rows then rescaled by the threads
+  // that loaded them (PieceWalk: a row's 16-byte pieces on adjacent threads), so each row leaves
+  // in one coalesced run.
+  __device__ void normalize_qk(const Rows& q, const Rows& k) const {
+    {
+      const int r = threadIdx.x % 128 / 2;
+      const Rows m{side ? k.off : q.off};  // by value: a choice of references went through the stack
+      const float inv = l2_inverse_norm<kD, 2>(m, r, threadIdx.x % 2);
+      if (threadIdx.x % 2 == 0) vec.inv_norm[side][r] = inv;
+    }
+    __syncthreads();
+    const bool out = it.hv % (a.HV / a.H) == 0;
+    scale_qk_rows(q, k, out);
     const int r = threadIdx.x % 64, which = threadIdx.x / 64;
     if (out && which < 2 && r < valid) {
       const RowTensor& rstd = which ? a.rstd_k : a.rstd_q;
@@ -211,7 +219,7 @@ struct ChunkBwd {
     load_rows(k, static_cast<const E*>(a.k.ptr), a.k, it, it.h, j, valid, a.vec16);
     load_rows(dout, static_cast<const E*>(a.dout.ptr), a.dout, it, it.hv, j, valid, a.vec16);
     cp_async_commit();
-    store_row_values(load_row_values(a, it, j, valid));
+    store_row_values(load_row_values(a, it, j, valid, a.fold_norms));
     copies_landed<0>();
     __syncthreads();
     dv_local(q, k, dout, S::square(L::kDvlSquare));
@@ -219,8 +227,9 @@ struct ChunkBwd {
   // The item's product from its landed (and visible) Q, K, do tiles and row values (vec); `at` a
   // [64, 64] scratch tile. Q's tile is overwritten with the result on its way out.
   __device__ void dv_local(const Rows& q, const Rows& k, const Rows& dout, const Square& at) {
-    if (a.normalize) {
-      normalize_qk(q, k);
+    if (a.normalize || a.fold_norms) {
+      if (a.normalize) normalize_qk(q, k);
+      else scale_qk_rows(q, k, false);
       cutlass::arch::fence_view_async_shared();  // the rewritten rows, before WGMMA reads them
       __syncthreads();
     }
@@ -331,6 +340,11 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   // dw = -dv2 H^T (the WGMMA negates dv2), in flight while dq, dk and dP are scaled.
   RowAcc x;
   tiles::gemm<true, GMMA::ScaleIn::Neg>(x, dv2.k_major(), h.k_major(), side);
+  if (a.fold_norms) {  // Q's and K's raw rows normalised in place while the products run (none reads them)
+    scale_qk_rows(q, k, false);
+    cutlass::arch::fence_view_async_shared();  // before the WGMMAs below read them
+    __syncthreads();
+  }
   warpgroup_wait<1>();  // dq, dk, dP
   // dq = scale diag(exp(gamma)) do H^T ; dk = dki = diag(exp(gamma_last - gamma)) v_new dh^T.
 #pragma unroll

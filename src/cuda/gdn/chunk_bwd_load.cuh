@@ -293,7 +293,7 @@ __device__ RowValues load_early_operands(const ChunkBwdParams<E, kD>& p, const B
     load_state(S::dh(), static_cast<const E*>(a.dh) + at);
     cp_async_commit();
   }
-  return load_row_values(a, it, j, valid, a.direct && a.rstd_q.ptr != nullptr);
+  return load_row_values(a, it, j, valid, a.rstd_q.ptr != nullptr && (a.direct || a.fold_norms));
 }
 
 // The operands read until the end of an item — dv2, k, q, v, T — by TMA on the late barrier
@@ -348,7 +348,7 @@ __device__ RowValues load_dv_local_operands(const ChunkBwdParams<E, kD>& p, cons
       issue_rows<typename P::RowsLayout>(p.tma_do, p.shape_v, it, it.hv, j, tma_tile(S::rows(t + 2)), bar);
     });
   }
-  return load_row_values(a, it, j, valid);
+  return load_row_values(a, it, j, valid, a.fold_norms);
 }
 
 // The copies of this thread have landed and are visible to the WGMMAs (the async proxy) once every

@@ -85,12 +85,12 @@ struct ChunkFwdArgs {
   // The backward's rerun with the forward's T kept (GdnKeep::kT): the WY kernel reads T from tmat
   // and forms w and u from it by two GEMMs (WyChunk::run_from_t) instead of inverting.
   bool wy_from_t = false;
-  // A training forward keeping T with the in-op l2norm (GdnKeep::kT) keeps q and k normalised too,
-  // as FLA's forward does, so that the backward need not normalise them again: qn, kn [rows, H,
-  // DK] (16-bit) and their inverse norms rstd_q, rstd_k [rows, H] (fp32), the bits of
-  // l2norm_rows.cuh's pass. The [Tu | Tw] WY kernel writes them (it holds K's rows and their
-  // norms already; Q's land in its t space); chunk_fwd_dispatch.cu runs the pass elsewhere.
-  RowTensor qn, kn, rstd_q, rstd_k;
+  // A training forward keeping T with the in-op l2norm (GdnKeep::kT) keeps the inverse norms of q's
+  // and k's rows, rstd_q, rstd_k [rows, H] (fp32; l2norm_rows.cuh's bits), so that the backward
+  // normalises the raw rows on chip (ChunkBwdArgs::fold_norms) rather than working the norms out
+  // again or reading normalised copies. The recurrence writes them: its row factors need them
+  // anyway (chunk_gate_factors).
+  RowTensor rstd_q, rstd_k;
   SegmentSplit split;  // split.count > 1: the recurrence runs as segments (dense batches)
 };
 

@@ -190,15 +190,9 @@ Status gdn_forward(const GdnFwdParams& caller) {
     a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
   }
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  if (p.intermediates.data && p.keep == GdnKeep::kT) {  // T, written by the WY kernel
-    gdn::BufferLayout at;
+  if (p.intermediates.data && p.keep == GdnKeep::kT) {  // T (the WY kernel), and with the in-op
+    gdn::BufferLayout at;                                 // l2norm the inverse norms (the recurrence)
     gdn::Intermediates(in, at, true, false, true).point(a, static_cast<char*>(p.intermediates.data));
-    // With the in-op l2norm, q and k normalised too: by the [Tu | Tw] WY kernel where it runs
-    // (it reads K's rows and works out their norms anyway), else by the pass.
-    if (a.qn.ptr && !ws.wu) {
-      ATTNKIT_RETURN_IF_ERROR(gdn::launch_l2norm_rows(in, a.qn, a.kn, a.rstd_q, a.rstd_k, stream));
-      a.qn = a.kn = a.rstd_q = a.rstd_k = {};
-    }
   }
   return gdn::launch_chunk_forward(a, in.q.dtype, K, stream);
 }

@@ -137,7 +137,6 @@ WyParams<T> wy_params(const ChunkFwdArgs& a) {
   if (a.vec16) {
     p.tma_k = make_rows_tma<Element, Layout>(a.k, p.shape_k);
     p.tma_v = make_rows_tma<Element, Layout>(a.v, p.shape_v);
-    if (a.qn.ptr) p.tma_q = make_rows_tma<Element, Layout>(a.q, p.shape_k);  // [Tu | Tw] keeping q, k normalised
   }
   p.tma_w = make_rows_tma_store<Element, Layout>(a.w, p.shape_w);
   if (a.u.ptr) p.tma_u = make_rows_tma_store<Element, Layout>(a.u, p.shape_u);  // absent with a.wu_in_recurrence

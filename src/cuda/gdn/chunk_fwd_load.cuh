@@ -27,7 +27,10 @@ namespace attnkit::cuda::gdn {
 // once per row instead of once per element it holds, by the 128 threads of the warpgroup that
 // hands the stage over (the loader; with kWu the w / u warpgroup, whose GEMMs run meanwhile).
 // With the in-op l2norm, the rows' inverse norms go into the factors rather than into the rows:
-// thread r < 64 takes Q's row r (its factors 0 and 2), thread 64 + r K's row r (1 and 3).
+// thread r < 64 takes Q's row r (its factors 0 and 2), thread 64 + r K's row r (1 and 3). A
+// training forward keeping T (a.rstd_q) also writes them out, from the first value block of each
+// qk head's first value head: 4 bytes a row, where normalised 16-byte rows written here paced the
+// chain (docs/perf/gdn_chunk_bwd.md).
 template <class T, Recurrence kMode>
 CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, int tid, int j) {
   constexpr int kC = T::kC, kDK = T::kDK;
@@ -38,6 +41,12 @@ CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, i
   if (a.l2norm && (q_row ? writes_output(kMode) : true)) {
     Tensor sRows = make_tensor(make_smem_ptr(q_row ? sm.stage[s].q.data() : sm.stage[s].k.data()), typename T::LayoutRowsDK{});
     norm = l2_inverse_norm<kDK, 1>(sRows, r, 0);
+    if constexpr (writes_output(kMode)) {
+      if (a.rstd_q.ptr && it.vb == 0 && (a.HV == a.H || it.hv % (a.HV / a.H) == 0) && r < it.valid_rows(j)) {
+        const RowTensor& rstd = q_row ? a.rstd_q : a.rstd_k;
+        static_cast<float*>(rstd.ptr)[it.row(rstd, int64_t(j) * kC + r, it.h)] = norm;
+      }
+    }
   }
   const float gamma = sm.gamma[s][r];
   if (q_row) {

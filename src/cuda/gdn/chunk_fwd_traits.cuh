@@ -115,8 +115,7 @@ struct ChunkFwdTraits {
   // The WY kernel's: one chunk's K and V rows (V = DK), L then T0 in fp32, the inverse's scratch.
   // V's tile comes last: the [Tu | Tw] instantiation (chunk_fwd_wu.cuh's WY half) reads no V and
   // writes its rows into K's tile, so its dynamic shared memory stops where V's tile starts
-  // (kWyTPairsSmemBytes) and 5 of its CTAs fit an SM. Where it keeps q, k normalised
-  // (ChunkFwdArgs::qn), Q's rows land in t's space, read before L is written there.
+  // (kWyTPairsSmemBytes) and 5 of its CTAs fit an SM.
   struct WyStorage {
     cute::array_aligned<Element, kC * kDK, 1024> k;
     cute::array_aligned<float, kC * kLdT, 1024> t;  // L, then T0: [C, kLdT] (chunk_fwd_solve.cuh)
@@ -124,7 +123,6 @@ struct ChunkFwdTraits {
     alignas(16) float gamma[kC];  // 16-byte aligned: store_t reads 4 at a time
     float beta[kC];
     alignas(8) float knorm[kC];  // K's rows' inverse norms (1 without the in-op l2norm)
-    float qnorm[kC];             // Q's ([Tu | Tw] keeping q, k normalised)
     cutlass::arch::ClusterTransactionBarrier rows_landed;  // K's and V's TMA bytes (a.vec16)
     int seq, chunk;  // the CTA's (n, j), read back for the stores instead of kept in registers
     cute::array_aligned<Element, kC * kDK, 1024> v;
@@ -167,7 +165,7 @@ template <class T>
 struct WyParams {
   ChunkFwdArgs a;
   RowsShape shape_k, shape_v, shape_w, shape_u;  // (t, d, head, batch)
-  typename T::TmaRowsDK tma_k, tma_v, tma_q;  // tma_q: [Tu | Tw] with kept norms (a.qn)
+  typename T::TmaRowsDK tma_k, tma_v;
   RowsTmaStore<typename T::Element, typename T::LayoutRowsDK> tma_w, tma_u;
 };
 

@@ -44,12 +44,6 @@ struct WyChunk {
   int tid;             // 0..127
 
   static CUTE_DEVICE void sync() { __syncthreads(); }
-  // [Tu | Tw] in a training forward keeping T with the in-op l2norm: this CTA writes q, k
-  // normalised (ChunkFwdArgs::qn) — the first value head of each qk head's group does.
-  CUTE_DEVICE bool keeps_norms() const { return kTPairs && a.qn.ptr && it.hv % (a.HV / a.H) == 0; }
-  // Q's rows then, a [C, DK] tile like K's in t's space (free until L is written there): the
-  // CTA keeps [Tu | Tw]'s footprint, 5 an SM.
-  static CUTE_DEVICE Element* q_rows() { return reinterpret_cast<Element*>(chunk_smem<typename T::WyStorage>().t.data()); }
   CUTE_DEVICE int64_t t0() const { return int64_t(j) * kC; }
 
   // Warp 0: the chunk's gates (chunk_gates.cuh), then gamma and beta into shared memory and
@@ -93,14 +87,11 @@ struct WyChunk {
       if (tid == 0) {
         sm.rows_landed.init(1);
         cutlass::arch::fence_barrier_init();
-        const bool second = !kTPairs || keeps_norms();  // V's rows, or Q's (in t's space)
-        sm.rows_landed.arrive_and_expect_tx((second ? 2 : 1) * kC * kDK * sizeof(Element));
+        sm.rows_landed.arrive_and_expect_tx((kTPairs ? 1 : 2) * kC * kDK * sizeof(Element));
         uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed);
         issue_rows_box(p.tma_k, rows_boxes<typename T::LayoutRowsDK>(p.tma_k, p.shape_k, it, it.h, 0, sm.k.data()), j, 0, bar);
         if constexpr (!kTPairs)
           issue_rows_box(p.tma_v, rows_boxes<typename T::LayoutRowsDK>(p.tma_v, p.shape_v, it, it.hv, 0, sm.v.data()), j, 0, bar);
-        else if (second)
-          issue_rows_box(p.tma_q, rows_boxes<typename T::LayoutRowsDK>(p.tma_q, p.shape_k, it, it.h, 0, q_rows()), j, 0, bar);
       }
     } else {
       const Pieces pieces(tid, sm.k.data());
@@ -157,29 +148,6 @@ struct WyChunk {
         store_chunk_rows<kDK>(sX, static_cast<Element*>(x.ptr), x, w, int64_t(jj) * kC, w.hv, valid, true);
       }
     });
-  }
-
-  // keeps_norms(): the chunk's live rows of a swizzled [C, DK] tile times their inverse norms
-  // (`inv`, shared), to `out` in 16-bit — l2norm_rows.cuh's bits: each element times the factor,
-  // rounded once. A row's 16-byte pieces on adjacent threads: each warp instruction writes whole
-  // rows. Before L (Q's rows are in its space) and [Tu | Tw] (in K's tile) are written.
-  template <class Tile>
-  CUTE_DEVICE void store_normalised(const Tile& s, const float* inv, const RowTensor& out) const {
-    using Piece = cutlass::Array<Element, 8>;
-    constexpr int kPieces = kDK / 8;  // a row's
-    const int valid = it.valid_rows(j);
-    Element* rows = static_cast<Element*>(out.ptr) + it.row(out, t0(), it.h);
-    CUTE_UNROLL
-    for (int i = 0; i < kC * kPieces / 128; ++i) {
-      const int piece = tid + 128 * i, r = piece / kPieces, c = (piece % kPieces) * 8;
-      if (r >= valid) break;  // r grows with i
-      const uint4 raw = ld_shared_v4(&s(r, c));
-      Piece x = reinterpret_cast<const Piece&>(raw);
-      const float n = inv[r];
-      CUTE_UNROLL
-      for (int e = 0; e < 8; ++e) x[e] = Element(float(x[e]) * n);
-      st_global_v4(rows + r * out.st + c, reinterpret_cast<const uint4&>(x));
-    }
   }
 
   // Row r's pair of columns (c, c + 1) of both WY operands, in 16 bits, from T0 (sT) and the
@@ -269,27 +237,10 @@ struct WyChunk {
     {
       const float n = a.l2norm ? l2_inverse_norm<kDK, 2>(sK, tid / 2, tid % 2) : 1.f;
       if (tid % 2 == 0) sm.knorm[tid / 2] = n;
-      if (keeps_norms()) {
-        Tensor sQ = make_tensor(make_smem_ptr(q_rows()), typename T::LayoutRowsDK{});  // [C, DK]
-        const float nq = l2_inverse_norm<kDK, 2>(sQ, tid / 2, tid % 2);
-        const int r = tid / 2;
-        if (tid % 2 == 0) {
-          sm.qnorm[r] = nq;
-          if (r < valid) {
-            static_cast<float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t0() + r, it.h)] = nq;
-            static_cast<float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t0() + r, it.h)] = n;
-          }
-        }
-      }
     }
     if (warp == 0) scan_gates(g2, b2, sm.gamma, sm.beta);
     warpgroup_wait<0>();
-    sync();  // gamma, beta, knorm (qnorm) visible
-    if (keeps_norms()) {
-      store_normalised(sK, sm.knorm, a.kn);
-      store_normalised(make_tensor(make_smem_ptr(q_rows()), typename T::LayoutRowsDK{}), sm.qnorm, a.qn);
-      sync();  // every thread's reads of Q's rows, before L overwrites them
-    }
+    sync();  // gamma, beta, knorm visible
 
     // This thread's accumulator rows are r0 and r0 + 8 (h = 0, 1); its columns vary.
     const int r0 = get<0>(cS(0));

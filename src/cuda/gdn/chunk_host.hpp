@@ -54,13 +54,13 @@ struct BufferLayout {
 // state [slots, HV, K, V] (16-bit; ChunkSlot numbers the chunks). rows = B * T (varlen: B = 1).
 // Which of them a buffer holds: T (with_t) and the rest (with_rest) — GdnKeep::kAll both, kT T
 // alone, and the backward's workspace beside a kT buffer the rest alone. kT with the in-op l2norm
-// (with_norms: the forward's buffer, not the backward's rerun) also q, k normalised [rows, H, K]
-// (16-bit) and their inverse norms [rows, H] (fp32) — last, so the others' offsets do not move.
+// (with_norms: the forward's buffer, not the backward's rerun) also the inverse norms of q's and
+// k's rows [rows, H] (fp32) — last, so the others' offsets do not move.
 struct Intermediates {
   static constexpr size_t kAbsent = ~size_t(0);
   int64_t T = 0, H = 0, HV = 0, K = 0, V = 0;
   size_t w = kAbsent, tmat = kAbsent, vnew = kAbsent, gamma = kAbsent, states = kAbsent;
-  size_t qn = kAbsent, kn = kAbsent, rstd_q = kAbsent, rstd_k = kAbsent;
+  size_t rstd_q = kAbsent, rstd_k = kAbsent;
   Intermediates(const GdnInputs& in, BufferLayout& at, bool with_t = true, bool with_rest = true, bool with_norms = false) {
     const bool varlen = in.cu_seqlens.defined();
     T = in.q.size(1);
@@ -78,13 +78,11 @@ struct Intermediates {
       states = at.take(slots * HV * K * V * e);
     }
     if (with_norms && in.use_qk_l2norm) {
-      qn = at.take(rows * H * K * e);
-      kn = at.take(rows * H * K * e);
       rstd_q = at.take(rows * H * 4);
       rstd_k = at.take(rows * H * 4);
     }
   }
-  bool has_norms() const { return qn != kAbsent; }
+  bool has_norms() const { return rstd_q != kAbsent; }
   // Points the forward kernels' w, gamma (the WY kernel's), T, v_new and states at `base`: those
   // this buffer holds.
   void point(ChunkFwdArgs& f, char* base) const {
@@ -94,8 +92,6 @@ struct Intermediates {
     if (gamma != kAbsent) f.gamma = {base + gamma, T * HV, HV, 1};
     if (states != kAbsent) f.states = base + states;
     if (has_norms()) {
-      f.qn = {base + qn, T * H * K, H * K, K};
-      f.kn = {base + kn, T * H * K, H * K, K};
       f.rstd_q = {base + rstd_q, T * H, H, 1};
       f.rstd_k = {base + rstd_k, T * H, H, 1};
     }

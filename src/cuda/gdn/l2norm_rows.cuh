@@ -1,10 +1,9 @@
 // src/cuda/gdn/l2norm_rows.cuh — the op's l2norm of q and k as a pass of its own: qn, kn (16-bit
 // [rows, H, D]) and their inverse norms rstd_q, rstd_k (fp32 [rows, H]). The chunked backward runs
 // it where bwd_dhu works dv_local out itself (chunk_bwd_dispatch.cu's dhu_local) and the forward
-// kept no normalised rows; a training forward keeping T runs it where its [Tu | Tw] WY kernel,
-// which otherwise writes them, does not run (chunk_fwd_dispatch.cu). Without it the dv_local
-// kernel normalises them on the way; normalising in bwd_dhu's stage sat on its chain to the state
-// warpgroup and cost more than it saved.
+// kept no inverse norms (a forward keeping T keeps them, and the backward normalises on chip:
+// ChunkBwdArgs::fold_norms). Without it the dv_local kernel normalises them on the way;
+// normalising in bwd_dhu's stage sat on its chain to the state warpgroup and cost more than it saved.
 //
 // Bits: chunk_fwd_rows.cuh's l2norm_row, two threads a row (the forward's l2_inverse_norm, each
 // element times the factor, rounded once), on this pass's own tile layout through SwizzledRows: the
