@@ -52,27 +52,34 @@ struct DhuLocalWarpgroup {
     Tensor tO = partition_fragment_C(mma_o, Shape<Int<kC>, Int<kBV>>{});  // fp32 [C, BV]: dv
     const int n = it.nchunks;
     const bool fold = a.rstd_q.ptr != nullptr;
+    // Row tid's inverse norms {rstd_q, rstd_k} (fold) of step i's chunk, loaded two steps ahead
+    // into registers: loaded at the step itself, their DRAM round trip sat on the chain to the
+    // state warpgroup at every chunk (bwd_dhu +50% at B4).
+    auto row_norms = [&](int i) {
+      if (!fold || tid >= kC || i >= n) return make_float2(1.f, 1.f);
+      const int j = n - 1 - i;
+      const int64_t t = int64_t(j) * kC + min(tid, it.valid_rows(j) - 1);
+      return make_float2(static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)],
+                         static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)]);
+    };
+    float2 norms = row_norms(0), next_norms = row_norms(1);
     for (int i = 0; i < n; ++i) {
+      const float2 after_norms = row_norms(i + 2);
       const int s = i % T::kStages, j = n - 1 - i, valid = it.valid_rows(j);
       auto& st = sm.stage[s];
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
       // G of row tid (past the end: the last row's; its rows are zeros), read while the rows land;
       // into dv's buffer only once they have (the buffer held dv2 of step i - 3 until then).
-      const int64_t t = int64_t(j) * kC + min(tid, valid - 1);
-      float g = 0.f, nq = 1.f, nk = 1.f;
-      if (tid < kC && a.gate) g = a.gate[it.b * a.g_sb + (it.t0 + t) * a.g_st + int64_t(it.hv) * a.g_sh] * a.gate_log2;
-      if (tid < kC && fold) {
-        nq = static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)];
-        nk = static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)];
-      }
+      float g = 0.f;
+      if (tid < kC && a.gate) g = a.gate[it.b * a.g_sb + (it.t0 + int64_t(j) * kC + min(tid, valid - 1)) * a.g_st + int64_t(it.hv) * a.g_sh] * a.gate_log2;
       float* gate = reinterpret_cast<float*>(st.dv.data());  // G [C], then the rows' inverse norms [2][C]
       const float* norm_q = gate + kC;
       const float* norm_k = gate + 2 * kC;
       sm.rows_landed[s].wait((i / T::kStages) % 2);
       if (tid < kC) {
         gate[tid] = g;
-        gate[kC + tid] = nq;
-        gate[2 * kC + tid] = nk;
+        gate[kC + tid] = norms.x;
+        gate[2 * kC + tid] = norms.y;
       }
       if (valid < kC) {  // a box reads on past the end into the next sequence's rows
         dk.zero_from(at(st.q.data()), valid);
@@ -115,6 +122,8 @@ struct DhuLocalWarpgroup {
       store_pairs<Element>(tO, thr_o.partition_C(sDv), [](int, float x) { return x; });
       cutlass::arch::fence_view_async_shared();
       ChunkBarriers::arrive(B::kFull + s, T::kFullThreads);
+      norms = next_norms;
+      next_norms = after_norms;
     }
   }
 };
