@@ -5,7 +5,7 @@
 //                          times scale e^(G_r - G_c)   (the dv_local kernel's product and roundings)
 // With the op's l2norm Q and K are the normalised rows (qn, kn: l2norm_rows.cuh's kernel writes
 // them first), or the raw rows with their inverse norms (a.rstd_q: the forward's, kept), folded
-// into P here; normalising the stage's rows in place here sat on the chain to the state warpgroup
+// into P's exponent here; normalising the stage's rows in place here sat on the chain to the state warpgroup
 // and cost more than the dv_local kernel it saves (docs/perf/gdn_chunk_bwd.md).
 //
 // Per chunk, on the stage the loader filled (its TMA barrier):
@@ -72,14 +72,20 @@ struct DhuLocalWarpgroup {
       // into dv's buffer only once they have (the buffer held dv2 of step i - 3 until then).
       float g = 0.f;
       if (tid < kC && a.gate) g = a.gate[it.b * a.g_sb + (it.t0 + int64_t(j) * kC + min(tid, valid - 1)) * a.g_st + int64_t(it.hv) * a.g_sh] * a.gate_log2;
-      float* gate = reinterpret_cast<float*>(st.dv.data());  // G [C], then the rows' inverse norms [2][C]
-      const float* norm_q = gate + kC;
-      const float* norm_k = gate + 2 * kC;
+      // With fold, P's factor e^(G_r - G_c) rstd_q[r] rstd_k[c] as one exponent: G_r + log2 rstd_q[r]
+      // and G_c - log2 rstd_k[c] in two more rows of G, so that the loop below is the unfolded one
+      // (a second copy of it with the two factors per element: bwd_dhu +45% at B4, instruction
+      // cache misses and the state warpgroup waiting for kFull).
+      float* gate = reinterpret_cast<float*>(st.dv.data());  // G [C] (fold: [3][C])
+      const float* gate_q = fold ? gate + kC : gate;
+      const float* gate_k = fold ? gate + 2 * kC : gate;
       sm.rows_landed[s].wait((i / T::kStages) % 2);
       if (tid < kC) {
         gate[tid] = g;
-        gate[kC + tid] = norms.x;
-        gate[2 * kC + tid] = norms.y;
+        if (fold) {
+          gate[kC + tid] = g + log2f(norms.x);
+          gate[2 * kC + tid] = g - log2f(norms.y);
+        }
       }
       if (valid < kC) {  // a box reads on past the end into the next sequence's rows
         dk.zero_from(at(st.q.data()), valid);
@@ -97,18 +103,10 @@ struct DhuLocalWarpgroup {
         attn::gemm_zero<false>(mma_s, tA, tB, tS);
       }
       warpgroup_wait<0>();
-      if (fold) {  // K Q^T of the raw rows, times both rows' inverse norms
-        CUTE_UNROLL
-        for (int e = 0; e < size(tS); ++e) {
-          const int c = get<0>(cS(e)), r = get<1>(cS(e));
-          rP(e) = Element(r >= c ? a.scale * ex2(gate[r] - gate[c]) * (norm_q[r] * norm_k[c] * tS(e)) : 0.f);
-        }
-      } else {
-        CUTE_UNROLL
-        for (int e = 0; e < size(tS); ++e) {  // key c, query r: as the dv_local kernel rounds it
-          const int c = get<0>(cS(e)), r = get<1>(cS(e));
-          rP(e) = Element(r >= c ? a.scale * ex2(gate[r] - gate[c]) * tS(e) : 0.f);
-        }
+      CUTE_UNROLL
+      for (int e = 0; e < size(tS); ++e) {  // key c, query r: as the dv_local kernel rounds it
+        const int c = get<0>(cS(e)), r = get<1>(cS(e));
+        rP(e) = Element(r >= c ? a.scale * ex2(gate_q[r] - gate_k[c]) * tS(e) : 0.f);
       }
       {
         Tensor sDot = make_tensor(make_smem_ptr(st.dout.data()), typename T::LayoutRowsBVt{});  // [BV, C]
