@@ -5,8 +5,8 @@
 //                          times scale e^(G_r - G_c)   (the dv_local kernel's product and roundings)
 // With the op's l2norm Q and K are the normalised rows (qn, kn: l2norm_rows.cuh's kernel writes
 // them first), or the raw rows with their inverse norms (a.rstd_q: the forward's, kept), folded
-// into P's exponent here; normalising the stage's rows in place here sat on the chain to the state warpgroup
-// and cost more than the dv_local kernel it saves (docs/perf/gdn_chunk_bwd.md).
+// into P's exponent here; normalising the stage's rows in place here sat on the chain to the
+// state warpgroup and cost more than the dv_local kernel it saves (docs/perf/gdn_chunk_bwd.md).
 //
 // Per chunk, on the stage the loader filled (its TMA barrier):
 //   rows past the sequence end to zero (the gate half's job without kLocal), G_r into dv's buffer
@@ -53,8 +53,7 @@ struct DhuLocalWarpgroup {
     const int n = it.nchunks;
     const bool fold = a.rstd_q.ptr != nullptr;
     // Row tid's inverse norms {rstd_q, rstd_k} (fold) of step i's chunk, loaded two steps ahead
-    // into registers: loaded at the step itself, their DRAM round trip sat on the chain to the
-    // state warpgroup at every chunk (bwd_dhu +50% at B4).
+    // into registers, so that no DRAM round trip of theirs sits on the chain to the state warpgroup.
     auto row_norms = [&](int i) {
       if (!fold || tid >= kC || i >= n) return make_float2(1.f, 1.f);
       const int j = n - 1 - i;
