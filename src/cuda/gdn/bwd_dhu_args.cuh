@@ -44,6 +44,17 @@ struct BwdDhuArgs {
   SegmentSplit split;
 };
 
+// Row r's inverse norms {rstd_q, rstd_k} in step i's chunk (the sequence's chunk nchunks - 1 - i;
+// past the end the last valid row's), or {1, 1} where q, k come as given (a.rstd_q absent) or the
+// step does not exist: the loader's gate half and the local warpgroup load them steps ahead.
+CUTE_DEVICE float2 dhu_row_norms(const BwdDhuArgs& a, const WorkItem& it, int i, int r) {
+  if (!a.rstd_q.ptr || i >= it.nchunks) return make_float2(1.f, 1.f);
+  const int j = it.nchunks - 1 - i;
+  const int64_t t = int64_t(j) * 64 + min(r, it.valid_rows(j) - 1);
+  return make_float2(static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)],
+                     static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)]);
+}
+
 // dh as (k, v, chunk, value head, batch), v contiguous: the TMA store of a [DK, BV] tile.
 using DhShape = Shape<int32_t, int32_t, int32_t, int32_t, int32_t>;
 using DhStride = Stride<int64_t, _1, int64_t, int64_t, int64_t>;

@@ -71,16 +71,9 @@ struct DhuLoadWarpgroup {
     }
   }
 
-  // Row half_tid()'s inverse norms {rstd_q, rstd_k} of step i's chunk (the last valid row's past the
-  // end), or {1, 1} where q, k come normalised or the step does not exist. Plain loads three steps
-  // ahead into registers: no shared memory is left at DK = 128, BV = 64.
-  CUTE_DEVICE float2 row_norms(int i) const {
-    if (!a.rstd_q.ptr || i >= it.nchunks) return make_float2(1.f, 1.f);
-    const int j = chunk_of(i);
-    const int64_t t = int64_t(j) * kC + min(half_tid(), it.valid_rows(j) - 1);
-    return make_float2(static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)],
-                       static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)]);
-  }
+  // Row half_tid()'s inverse norms of step i (dhu_row_norms): plain loads three steps ahead into
+  // registers, as no shared memory is left at DK = 128, BV = 64.
+  CUTE_DEVICE float2 row_norms(int i) const { return dhu_row_norms(a, it, i, half_tid()); }
 
   // Rows of step i's stage at or past the sequence end to zero (this thread's pieces).
   CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int i) const {

@@ -54,13 +54,7 @@ struct DhuLocalWarpgroup {
     const bool fold = a.rstd_q.ptr != nullptr;
     // Row tid's inverse norms {rstd_q, rstd_k} (fold) of step i's chunk, loaded two steps ahead
     // into registers, so that no DRAM round trip of theirs sits on the chain to the state warpgroup.
-    auto row_norms = [&](int i) {
-      if (!fold || tid >= kC || i >= n) return make_float2(1.f, 1.f);
-      const int j = n - 1 - i;
-      const int64_t t = int64_t(j) * kC + min(tid, it.valid_rows(j) - 1);
-      return make_float2(static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)],
-                         static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)]);
-    };
+    auto row_norms = [&](int i) { return tid < kC ? dhu_row_norms(a, it, i, tid) : make_float2(1.f, 1.f); };
     // Held as log2 (P's exponent terms), converted one step ahead after the step's kFull arrival:
     // off the stretch between the stage's landing and the products.
     auto log2s = [](float2 x) { return make_float2(__log2f(x.x), __log2f(x.y)); };
