@@ -46,8 +46,8 @@ struct ChunkBwd {
   __device__ int col(int i) const { return tiles::acc_col<kD>(threadIdx.x, i); }
   __device__ int sq_col(int i) const { return tiles::acc_col<64>(threadIdx.x, i); }
 
-  // gamma, beta (sigmoid applied), the inverse norms (when loaded), exp(gamma), exp(gamma_last -
-  // gamma): threads 0..63, each from its own row's values (gamma_last loaded by each), so that
+  // gamma, beta (sigmoid applied), the inverse norms (when loaded), the fold factors (gradients()),
+  // exp(gamma), exp(gamma_last - gamma): threads 0..63, each from its own row's values (gamma_last loaded by each), so that
   // no barrier is needed between writing gamma and its exponentials.
   __device__ void store_row_values(const RowValues& x) {
     const int r = threadIdx.x;
@@ -57,9 +57,16 @@ struct ChunkBwd {
       vec.beta[r] = r < valid && a.beta_logit ? sigmoid(beta) : beta;
       vec.inv_norm[0][r] = x.rstd_q;
       vec.inv_norm[1][r] = x.rstd_k;
-      vec.fold[0][r] = a.fold_norms ? x.rstd_q : 1.f;
-      vec.fold[1][r] = a.fold_norms ? x.rstd_k : 1.f;
-      vec.eg[r] = ex2(x.gamma);
+      const float fq = a.fold_norms ? x.rstd_q : 1.f, fk = a.fold_norms ? x.rstd_k : 1.f;
+      const float log_fq = a.fold_norms ? __log2f(fq) : 0.f, log_fk = a.fold_norms ? __log2f(fk) : 0.f;
+      vec.fold[0][r] = fq;
+      vec.fold[1][r] = fk;
+      vec.g_fq[r] = x.gamma + log_fq;
+      vec.g_fk[r] = x.gamma + log_fk;
+      vec.g_over_fk[r] = x.gamma - log_fk;
+      const float eg = ex2(x.gamma);
+      vec.eg[r] = eg;
+      vec.eg_fk[r] = eg * fk;
       vec.egl[r] = ex2(x.gamma_last - x.gamma);
     }
   }
@@ -286,8 +293,11 @@ struct ChunkBwd {
 // factors ride on the small operands: dq and dk are held as diag(fq) dq, diag(fk) dk, so that
 //   dq += dP K_n and dk += dP^T Q_n take sq0 = diag(fq) dP diag(fk) against raw K, Q,
 //   dk += MB K_n + MB^T K_n take sq1 = diag(fk) MB diag(fk),
-//   dq . q_n = (fq dq) . q and the like need no factor, dw K_n^T and K_n K_n^T take fk[c], fk[r] fk[c],
-// and store_grad takes the held rows as they are.
+//   dq . q_n = (fq dq) . q and the like need no factor, dw K_n^T takes fk[c] and M's K_n K_n^T
+//   fk[r] fk[c], and store_grad takes the held rows as they are.
+// The [64, 64] epilogues already scale by exp(gamma_r - gamma_c): their factors go into that
+// exponent (vec.g_fq, g_fk, g_over_fk), so no element pays a load or a multiply more. (v1 with the
+// factors as multiplies: +34 us at B4, ncu's stall samples +6.7% in those epilogues.)
 template <class E, int kD>
 __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, int phase, bool has_next,
                                            const BwdItem& next, RowValues& row_values) {
@@ -376,7 +386,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   // dP = scale tril(do v_new^T) Gamma [64, 64] -> sq0 as diag(fq) dP diag(fk).
   tiles::store<E>(p, sq0, [&](int i, float y) {
     const int r = row(i), c = sq_col(i);
-    return c <= r ? a.scale * ex2(vec.gamma[r] - vec.gamma[c]) * fold_q[r] * fold_k[c] * y : 0.f;
+    return c <= r ? a.scale * ex2(vec.g_fq[r] - vec.g_over_fk[c]) * y : 0.f;  // fq[r] fk[c] in the exponent
   });
   last += vec.eg[63] * h_dh;
   warpgroup_wait<0>();
@@ -440,7 +450,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   warpgroup_wait<0>();  // dw K^T, dv2 V^T
   tiles::store<E>(x1, sq1, [&](int i, float z) {  // z: (dw K^T)_rc, so dw K_n^T's is z fk[c]
     const int r = row(i), c = sq_col(i);
-    return c < r ? vec.beta[c] * (vec.eg[c] * fold_k[c] * z + x2(i)) : 0.f;
+    return c < r ? vec.beta[c] * (vec.eg_fk[c] * z + x2(i)) : 0.f;
   });
   __syncthreads();  // dT complete; dP's last reads done
   // T^T dT -> sq0; K K^T alongside, for below.
@@ -465,7 +475,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
     for (int i = 0; i < size(dl); ++i) {
       const int r = row(i), c = sq_col(i);
       // m fk[r] fk[c]: Z's K_n K_n^T from K K^T, and MB as diag(fk) MB diag(fk) for dk's products
-      const float m = c < r ? -dl(i) * ex2(vec.gamma[r] - vec.gamma[c]) * fold_k[r] * fold_k[c] : 0.f;
+      const float m = c < r ? -dl(i) * ex2(vec.g_fk[r] - vec.g_over_fk[c]) : 0.f;
       const float z = m * kk(i), b = vec.beta[r];
       row_dbeta[i / 2 % 2] += z;
       row_dgam[i / 2 % 2] += b * z;
