@@ -71,10 +71,6 @@ struct DhuLoadWarpgroup {
     }
   }
 
-  // Row half_tid()'s inverse norms of step i (dhu_row_norms): plain loads three steps ahead into
-  // registers, as no shared memory is left at DK = 128, BV = 64.
-  CUTE_DEVICE float2 row_norms(int i) const { return dhu_row_norms(a, it, i, half_tid()); }
-
   // Rows of step i's stage at or past the sequence end to zero (this thread's pieces).
   CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int i) const {
     auto& st = smem().stage[i % T::kStages];
@@ -131,7 +127,10 @@ struct DhuLoadWarpgroup {
       if (i < n) load_gates(i);
       cp_async_commit();
     }
-    float2 norms = row_norms(0), next_norms = row_norms(1), after_norms = row_norms(2);  // steps i, i + 1, i + 2
+    // Row half_tid()'s inverse norms (DhuRowNorms): plain loads three steps ahead into registers, as
+    // no shared memory is left at DK = 128, BV = 64.
+    DhuRowNorms row_norms(a, it, half_tid());
+    float2 norms = row_norms.next(), next_norms = row_norms.next(), after_norms = row_norms.next();  // steps i, i + 1, i + 2
     for (int i = 0; i < n; ++i) {
       const int s = i % T::kStages;
       if (i == 0) cp_async_wait<2>();  // step 0's gates landed (steps 1, 2 may be in flight)
@@ -153,7 +152,7 @@ struct DhuLoadWarpgroup {
       }
       norms = next_norms;
       next_norms = after_norms;
-      after_norms = row_norms(i + 3);
+      after_norms = row_norms.next();  // step i + 3's
     }
     ChunkBarriers::sync_unaligned(B::kEmpty + (n - 1) % T::kStages, B::kEmptyThreads);
   }

@@ -54,13 +54,14 @@ struct DhuLocalWarpgroup {
     const bool fold = a.rstd_q.ptr != nullptr;
     // Row tid's inverse norms {rstd_q, rstd_k} (fold) of step i's chunk, loaded two steps ahead
     // into registers, so that no DRAM round trip of theirs sits on the chain to the state warpgroup.
-    auto row_norms = [&](int i) { return tid < kC ? dhu_row_norms(a, it, i, tid) : make_float2(1.f, 1.f); };
+    DhuRowNorms norms_of(a, it, tid < kC ? tid : kC - 1);
+    auto row_norms = [&] { return tid < kC ? norms_of.next() : make_float2(1.f, 1.f); };  // the next step's
     // Held as log2 (P's exponent terms), converted one step ahead after the step's kFull arrival:
     // off the stretch between the stage's landing and the products.
     auto log2s = [](float2 x) { return make_float2(__log2f(x.x), __log2f(x.y)); };
-    float2 log_norms = log2s(row_norms(0)), next_norms = row_norms(1);
+    float2 log_norms = log2s(row_norms()), next_norms = row_norms();  // steps 0, 1
     for (int i = 0; i < n; ++i) {
-      const float2 after_norms = row_norms(i + 2);
+      const float2 after_norms = row_norms();  // step i + 2's
       const int s = i % T::kStages, j = n - 1 - i, valid = it.valid_rows(j);
       auto& st = sm.stage[s];
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
