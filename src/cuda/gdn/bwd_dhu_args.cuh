@@ -44,6 +44,39 @@ struct BwdDhuArgs {
   SegmentSplit split;
 };
 
+// Row r's inverse norms {rstd_q, rstd_k}, step by step (the sequence's chunks from its last), or
+// {1, 1} where q, k come as given (a.rstd_q absent), past the sequence's end (rows of zeros: any
+// finite factor does) or past its first chunk. The loader's gate half and the local warpgroup
+// load them steps ahead, each call the next step's. Pointers worked out once an item and stepped
+// back a chunk per call: the 64-bit row address at every step was ~60 of the ~200 SASS
+// instructions the fold added to bwd_dhu's per-step code.
+struct DhuRowNorms {
+  const float* q = nullptr;  // this step's row (null: no fold)
+  const float* k = nullptr;
+  int64_t chunk_q = 0, chunk_k = 0;  // a chunk's rows
+  int left = 0;                      // steps left
+  bool past_end = false;             // this step's row lies past the sequence's end (step 0 only)
+  CUTE_DEVICE DhuRowNorms(const BwdDhuArgs& a, const WorkItem& it, int r) {
+    if (!a.rstd_q.ptr || it.nchunks <= 0) return;
+    const int64_t t = int64_t(it.nchunks - 1) * 64 + r;
+    q = static_cast<const float*>(a.rstd_q.ptr) + it.row(a.rstd_q, t, it.h);
+    k = static_cast<const float*>(a.rstd_k.ptr) + it.row(a.rstd_k, t, it.h);
+    chunk_q = 64 * a.rstd_q.st;
+    chunk_k = 64 * a.rstd_k.st;
+    left = it.nchunks;
+    past_end = r >= it.valid_rows(it.nchunks - 1);
+  }
+  CUTE_DEVICE float2 next() {
+    if (left <= 0) return make_float2(1.f, 1.f);
+    const float2 x = past_end ? make_float2(1.f, 1.f) : make_float2(*q, *k);
+    q -= chunk_q;
+    k -= chunk_k;
+    --left;
+    past_end = false;
+    return x;
+  }
+};
+
 // dh as (k, v, chunk, value head, batch), v contiguous: the TMA store of a [DK, BV] tile.
 using DhShape = Shape<int32_t, int32_t, int32_t, int32_t, int32_t>;
 using DhStride = Stride<int64_t, _1, int64_t, int64_t, int64_t>;

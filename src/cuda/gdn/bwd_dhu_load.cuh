@@ -71,17 +71,6 @@ struct DhuLoadWarpgroup {
     }
   }
 
-  // Row half_tid()'s inverse norms {rstd_q, rstd_k} of step i's chunk (the last valid row's past the
-  // end), or {1, 1} where q, k come normalised or the step does not exist. Plain loads three steps
-  // ahead into registers: no shared memory is left at DK = 128, BV = 64.
-  CUTE_DEVICE float2 row_norms(int i) const {
-    if (!a.rstd_q.ptr || i >= it.nchunks) return make_float2(1.f, 1.f);
-    const int j = chunk_of(i);
-    const int64_t t = int64_t(j) * kC + min(half_tid(), it.valid_rows(j) - 1);
-    return make_float2(static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)],
-                       static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)]);
-  }
-
   // Rows of step i's stage at or past the sequence end to zero (this thread's pieces).
   CUTE_DEVICE void zero_rows_past_end(const PiecesDK& dk, const PiecesBV& bv, int i) const {
     auto& st = smem().stage[i % T::kStages];
@@ -138,7 +127,10 @@ struct DhuLoadWarpgroup {
       if (i < n) load_gates(i);
       cp_async_commit();
     }
-    float2 norms = row_norms(0), next_norms = row_norms(1), after_norms = row_norms(2);  // steps i, i + 1, i + 2
+    // Row half_tid()'s inverse norms (DhuRowNorms): plain loads three steps ahead into registers, as
+    // no shared memory is left at DK = 128, BV = 64.
+    DhuRowNorms row_norms(a, it, half_tid());
+    float2 norms = row_norms.next(), next_norms = row_norms.next(), after_norms = row_norms.next();  // steps i, i + 1, i + 2
     for (int i = 0; i < n; ++i) {
       const int s = i % T::kStages;
       if (i == 0) cp_async_wait<2>();  // step 0's gates landed (steps 1, 2 may be in flight)
@@ -160,7 +152,7 @@ struct DhuLoadWarpgroup {
       }
       norms = next_norms;
       next_norms = after_norms;
-      after_norms = row_norms(i + 3);
+      after_norms = row_norms.next();  // step i + 3's
     }
     ChunkBarriers::sync_unaligned(B::kEmpty + (n - 1) % T::kStages, B::kEmptyThreads);
   }

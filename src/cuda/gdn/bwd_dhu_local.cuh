@@ -54,16 +54,14 @@ struct DhuLocalWarpgroup {
     const bool fold = a.rstd_q.ptr != nullptr;
     // Row tid's inverse norms {rstd_q, rstd_k} (fold) of step i's chunk, loaded two steps ahead
     // into registers, so that no DRAM round trip of theirs sits on the chain to the state warpgroup.
-    auto row_norms = [&](int i) {
-      if (!fold || tid >= kC || i >= n) return make_float2(1.f, 1.f);
-      const int j = n - 1 - i;
-      const int64_t t = int64_t(j) * kC + min(tid, it.valid_rows(j) - 1);
-      return make_float2(static_cast<const float*>(a.rstd_q.ptr)[it.row(a.rstd_q, t, it.h)],
-                         static_cast<const float*>(a.rstd_k.ptr)[it.row(a.rstd_k, t, it.h)]);
-    };
-    float2 norms = row_norms(0), next_norms = row_norms(1);
+    DhuRowNorms norms_of(a, it, tid < kC ? tid : kC - 1);
+    auto row_norms = [&] { return tid < kC ? norms_of.next() : make_float2(1.f, 1.f); };  // the next step's
+    // Held as log2 (P's exponent terms), converted one step ahead after the step's kFull arrival:
+    // off the stretch between the stage's landing and the products.
+    auto log2s = [](float2 x) { return make_float2(__log2f(x.x), __log2f(x.y)); };
+    float2 log_norms = log2s(row_norms()), next_norms = row_norms();  // steps 0, 1
     for (int i = 0; i < n; ++i) {
-      const float2 after_norms = row_norms(i + 2);
+      const float2 after_norms = row_norms();  // step i + 2's
       const int s = i % T::kStages, j = n - 1 - i, valid = it.valid_rows(j);
       auto& st = sm.stage[s];
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
@@ -82,8 +80,8 @@ struct DhuLocalWarpgroup {
       if (tid < kC) {
         gate[tid] = g;
         if (fold) {
-          gate[kC + tid] = g + log2f(norms.x);
-          gate[2 * kC + tid] = g - log2f(norms.y);
+          gate[kC + tid] = g + log_norms.x;
+          gate[2 * kC + tid] = g - log_norms.y;
         }
       }
       if (valid < kC) {  // a box reads on past the end into the next sequence's rows
@@ -119,7 +117,7 @@ struct DhuLocalWarpgroup {
       store_pairs<Element>(tO, thr_o.partition_C(sDv), [](int, float x) { return x; });
       cutlass::arch::fence_view_async_shared();
       ChunkBarriers::arrive(B::kFull + s, T::kFullThreads);
-      norms = next_norms;
+      log_norms = log2s(next_norms);
       next_norms = after_norms;
     }
   }

@@ -46,8 +46,8 @@ struct ChunkBwd {
   __device__ int col(int i) const { return tiles::acc_col<kD>(threadIdx.x, i); }
   __device__ int sq_col(int i) const { return tiles::acc_col<64>(threadIdx.x, i); }
 
-  // gamma, beta (sigmoid applied), the inverse norms (when loaded), exp(gamma), exp(gamma_last -
-  // gamma): threads 0..63, each from its own row's values (gamma_last loaded by each), so that
+  // gamma, beta (sigmoid applied), the inverse norms (when loaded), the fold factors (gradients()),
+  // exp(gamma), exp(gamma_last - gamma): threads 0..63, each from its own row's values (gamma_last loaded by each), so that
   // no barrier is needed between writing gamma and its exponentials.
   __device__ void store_row_values(const RowValues& x) {
     const int r = threadIdx.x;
@@ -57,20 +57,31 @@ struct ChunkBwd {
       vec.beta[r] = r < valid && a.beta_logit ? sigmoid(beta) : beta;
       vec.inv_norm[0][r] = x.rstd_q;
       vec.inv_norm[1][r] = x.rstd_k;
-      vec.eg[r] = ex2(x.gamma);
+      const float fq = a.fold_norms ? x.rstd_q : 1.f, fk = a.fold_norms ? x.rstd_k : 1.f;
+      const float log_fq = a.fold_norms ? __log2f(fq) : 0.f, log_fk = a.fold_norms ? __log2f(fk) : 0.f;
+      vec.fold[0][r] = fq;
+      vec.fold[1][r] = fk;
+      vec.g_fq[r] = x.gamma + log_fq;
+      vec.g_fk[r] = x.gamma + log_fk;
+      vec.g_over_fk[r] = x.gamma - log_fk;
+      const float eg = ex2(x.gamma);
+      vec.eg[r] = eg;
+      vec.eg_fk[r] = eg * fk;
       vec.egl[r] = ex2(x.gamma_last - x.gamma);
     }
   }
 
-  // acc's live rows -> fp32 [rows, HV, D] (dq, dk). Each of the thread's two rows' address is
-  // worked out once; its 8-column groups are 8 apart.
-  __device__ void store_f32(const RowAcc& acc, const RowTensor& x) const {
+  // acc's live rows times 1 / f (the rows' fold factors `f`) -> fp32 [rows, HV, D] (dq, dk). Each of
+  // the thread's two rows' address is worked out once; its 8-column groups are 8 apart.
+  __device__ void store_f32(const RowAcc& acc, const RowTensor& x, const float* f) const {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (row(2 * h) >= valid) continue;
+      const float u = 1.f / f[row(2 * h)];  // live rows: f > 0
       float* out = static_cast<float*>(x.ptr) + it.row(x, t0() + row(2 * h), it.hv) + col(0);
 #pragma unroll
-      for (int t = 0; t < kD / 16; ++t) *reinterpret_cast<float2*>(out + 8 * t) = make_float2(acc(4 * t + 2 * h), acc(4 * t + 2 * h + 1));
+      for (int t = 0; t < kD / 16; ++t)
+        *reinterpret_cast<float2*>(out + 8 * t) = make_float2(u * acc(4 * t + 2 * h), u * acc(4 * t + 2 * h + 1));
     }
   }
   // acc's live rows -> 16-bit [B, T, heads, D] of `head` (dv, dq, dk). Where x's rows
@@ -117,8 +128,11 @@ struct ChunkBwd {
   }
 
   // dq (which 0) or dk (1) of this value head out: fp32 per value head for the GVA sums (finish
-  // pass), or (direct) the op's gradient, after the l2norm backward with the normalised rows y and
-  // the inverse norms in vec.inv_norm[which] (RowValues). Called by every thread: a row's two
+  // pass), or (direct) the op's gradient, after the l2norm backward with the inverse norms rs in
+  // vec.inv_norm[which] (RowValues). acc holds f g, g the gradient of the normalised rows and f
+  // their fold factors (vec.fold: gradients()); y the rows as landed, y_n = f y (fold: raw rows,
+  // f = rs; else normalised, f = 1). So y_n . g = y . acc =: d, and the l2norm backward
+  // rs (g - y_n (y_n . g)) is acc - rs^2 y d (fold) or rs (acc - y d). Called by every thread: a row's two
   // column halves (warps w and w + 4) add their l2norm dots in vec.row_dot[which], behind a
   // barrier of that warp pair only. Why not __syncthreads: ncu at B4 put 8.8% of the kernel's
   // stall samples on this exchange's CTA barrier, warps waiting for others that hold none of
@@ -126,7 +140,7 @@ struct ChunkBwd {
   // behind the dq call's reads. y's pairs stay in registers across the exchange (16-bit, kD / 4 a
   // thread) rather than being read again after it.
   __device__ void store_grad(RowAcc& acc, const Rows& y, int which, const RowTensor& ws, const RowTensor& out) {
-    if (!a.direct) return store_f32(acc, ws);
+    if (!a.direct) return store_f32(acc, ws, vec.fold[which]);
     if (a.rstd_q.ptr) {
       const int lane = threadIdx.x % 32;
       float dot[2] = {0.f, 0.f};
@@ -147,8 +161,10 @@ struct ChunkBwd {
 #pragma unroll
       for (int hh = 0; hh < 2; ++hh) {
         const int r = row(2 * hh);
+        const float inv = vec.inv_norm[which][r];  // 0 past the end
         d[hh] = vec.row_dot[which][0][r] + vec.row_dot[which][1][r];
-        rs[hh] = vec.inv_norm[which][r];  // 0 past the end
+        if (a.fold_norms) d[hh] *= inv * inv;
+        rs[hh] = a.fold_norms ? 1.f : inv;
       }
 #pragma unroll
       for (int i = 0; i < size(acc); i += 2) {
@@ -271,6 +287,17 @@ struct ChunkBwd {
 // groups in that order — and row_values holds its RowValues; the next item's are issued once
 // this one no longer reads them. Every WGMMA batch is waited for before its accumulator is
 // touched.
+// The products want Q, K as the normalised rows Q_n = diag(fq) Q, K_n = diag(fk) K (vec.fold:
+// with fold_norms Q, K land raw and f is the kept inverse norm; else f = 1). Rather than rewrite
+// the tiles (a pass over both and one more CTA barrier an item: +5% gradient kernel time), the
+// factors ride on the small operands: dq and dk are held as diag(fq) dq, diag(fk) dk, so that
+//   dq += dP K_n and dk += dP^T Q_n take sq0 = diag(fq) dP diag(fk) against raw K, Q,
+//   dk += MB K_n + MB^T K_n take sq1 = diag(fk) MB diag(fk),
+//   dq . q_n = (fq dq) . q and the like need no factor, dw K_n^T takes fk[c] and M's K_n K_n^T
+//   fk[r] fk[c], and store_grad takes the held rows as they are.
+// The [64, 64] epilogues already scale by exp(gamma_r - gamma_c): their factors go into that
+// exponent (vec.g_fq, g_fk, g_over_fk), so no element pays a load or a multiply more. (v1 with the
+// factors as multiplies: +34 us at B4, ncu's stall samples +6.7% in those epilogues.)
 template <class E, int kD>
 __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, int phase, bool has_next,
                                            const BwdItem& next, RowValues& row_values) {
@@ -340,17 +367,15 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   // dw = -dv2 H^T (the WGMMA negates dv2), in flight while dq, dk and dP are scaled.
   RowAcc x;
   tiles::gemm<true, GMMA::ScaleIn::Neg>(x, dv2.k_major(), h.k_major(), side);
-  if (a.fold_norms) {  // Q's and K's raw rows normalised in place while the products run (none reads them)
-    scale_qk_rows(q, k, false);
-    cutlass::arch::fence_view_async_shared();  // before the WGMMAs below read them
-    __syncthreads();
-  }
   warpgroup_wait<1>();  // dq, dk, dP
-  // dq = scale diag(exp(gamma)) do H^T ; dk = dki = diag(exp(gamma_last - gamma)) v_new dh^T.
+  // dq = scale diag(exp(gamma)) do H^T ; dk = dki = diag(exp(gamma_last - gamma)) v_new dh^T,
+  // each held times its rows' fold factors from here on (fq dq, fk dk: see above).
+  const float* fold_q = vec.fold[0];
+  const float* fold_k = vec.fold[1];
 #pragma unroll
   for (int i = 0; i < size(dq); i += 2) {
     const int r = row(i);
-    const float fq = a.scale * vec.eg[r], fk = vec.egl[r];
+    const float fq = a.scale * vec.eg[r] * fold_q[r], fk = vec.egl[r] * fold_k[r];
     const float2 kk = tiles::load2<E>(k, i);
     dq(i) *= fq;
     dq(i + 1) *= fq;
@@ -358,10 +383,10 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
     dk(i + 1) *= fk;
     last += dk(i) * kk.x + dk(i + 1) * kk.y;  // sum(dki * K)
   }
-  // dP = scale tril(do v_new^T) Gamma [64, 64] -> sq0.
+  // dP = scale tril(do v_new^T) Gamma [64, 64] -> sq0 as diag(fq) dP diag(fk).
   tiles::store<E>(p, sq0, [&](int i, float y) {
     const int r = row(i), c = sq_col(i);
-    return c <= r ? a.scale * ex2(vec.gamma[r] - vec.gamma[c]) * y : 0.f;
+    return c <= r ? a.scale * ex2(vec.g_fq[r] - vec.g_over_fk[c]) * y : 0.f;  // fq[r] fk[c] in the exponent
   });
   last += vec.eg[63] * h_dh;
   warpgroup_wait<0>();
@@ -393,7 +418,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
 #pragma unroll
     for (int i = 0; i < size(y); i += 2) {
       const int r = row(i);
-      const float be = vec.beta[r] * vec.eg[r];
+      const float be = vec.beta[r] * vec.eg[r] * fold_k[r];
       const float2 kk = tiles::load2<E>(k, i);
       s[i / 2 % 2] += y(i) * kk.x + y(i + 1) * kk.y;
       dk(i) += be * y(i);
@@ -402,8 +427,9 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
       const int r = row(2 * hh);
-      row_dbeta[hh] += vec.eg[r] * s[hh];
-      row_dgam[hh] += vec.beta[r] * vec.eg[r] * s[hh];
+      const float sk = s[hh] * fold_k[r];  // dkbg . k_n
+      row_dbeta[hh] += vec.eg[r] * sk;
+      row_dgam[hh] += vec.beta[r] * vec.eg[r] * sk;
     }
   }
   // dv = diag(beta) dvb (done), dbeta += rowsum(dvb V). Meanwhile dT's two products:
@@ -422,9 +448,9 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   }
   store_16(dvb, a.dv, it.hv);
   warpgroup_wait<0>();  // dw K^T, dv2 V^T
-  tiles::store<E>(x1, sq1, [&](int i, float z) {
+  tiles::store<E>(x1, sq1, [&](int i, float z) {  // z: (dw K^T)_rc, so dw K_n^T's is z fk[c]
     const int r = row(i), c = sq_col(i);
-    return c < r ? vec.beta[c] * (vec.eg[c] * z + x2(i)) : 0.f;
+    return c < r ? vec.beta[c] * (vec.eg_fk[c] * z + x2(i)) : 0.f;
   });
   __syncthreads();  // dT complete; dP's last reads done
   // T^T dT -> sq0; K K^T alongside, for below.
@@ -448,7 +474,8 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
 #pragma unroll
     for (int i = 0; i < size(dl); ++i) {
       const int r = row(i), c = sq_col(i);
-      const float m = c < r ? -dl(i) * ex2(vec.gamma[r] - vec.gamma[c]) : 0.f;
+      // m fk[r] fk[c]: Z's K_n K_n^T from K K^T, and MB as diag(fk) MB diag(fk) for dk's products
+      const float m = c < r ? -dl(i) * ex2(vec.g_fk[r] - vec.g_over_fk[c]) : 0.f;
       const float z = m * kk(i), b = vec.beta[r];
       row_dbeta[i / 2 % 2] += z;
       row_dgam[i / 2 % 2] += b * z;

@@ -38,6 +38,10 @@ struct ChunkBwdVectors {
   float last[8];              // per warp: its share of the chunk-end terms of dgamma_last
   float row_dot[2][2][64];    // per [dq or dk][column half]: y . dy of the l2norm backward
   float inv_norm[2][64];      // Q's, K's rows' inverse norms (in-op l2norm): dv_local's, or the gradient kernel's RowValues
+  float fold[2][64];          // the gradient kernel's Q, K row factors f: rstd with fold_norms (raw rows), else 1
+  // ... and in the products' exponents (log2 units; fold 0 past the end: -inf, which zeroes the
+  // entry): gamma + log2 fq, gamma + log2 fk (rows), gamma - log2 fk (columns); exp(gamma) fk
+  float g_fq[64], g_fk[64], g_over_fk[64], eg_fk[64];
   float dgam[64];
 };
 // The gradient kernel's two transaction barriers (TMA path) after the vectors: the early and the

@@ -28,11 +28,27 @@ namespace attnkit::cuda::gdn {
 // hands the stage over (the loader; with kWu the w / u warpgroup, whose GEMMs run meanwhile).
 // With the in-op l2norm, the rows' inverse norms go into the factors rather than into the rows:
 // thread r < 64 takes Q's row r (its factors 0 and 2), thread 64 + r K's row r (1 and 3). A
-// training forward keeping T (a.rstd_q) also writes them out, from the first value block of each
-// qk head's first value head: 4 bytes a row, where normalised 16-byte rows written here paced the
-// chain (docs/perf/gdn_chunk_bwd.md).
+// training forward keeping T (a.rstd_q) also writes them out (`out`, NormsOut): 4 bytes a row, where
+// normalised 16-byte rows written here paced the chain (docs/perf/gdn_chunk_bwd.md).
+struct NormsOut {
+  float* row = nullptr;   // chunk 0's row of this thread's rstd_q (thread r < C) or rstd_k; null: none
+  int64_t chunk_step = 0;  // elements from a chunk's row to the next chunk's
+  // Written from the first value block of each qk head's first value head. Worked out once an item,
+  // so that a chunk pays a compare and a store (the per-chunk test and row address read 248 -> 257
+  // us of the forward recurrence at B4).
+  template <int kC>
+  static CUTE_DEVICE NormsOut of(const ChunkFwdArgs& a, const WorkItem& it, int tid) {
+    NormsOut o;
+    if (a.rstd_q.ptr && it.vb == 0 && (a.HV == a.H || it.hv % (a.HV / a.H) == 0)) {
+      const RowTensor& rstd = tid < kC ? a.rstd_q : a.rstd_k;
+      o.row = static_cast<float*>(rstd.ptr) + it.row(rstd, tid % kC, it.h);
+      o.chunk_step = int64_t(kC) * rstd.st;
+    }
+    return o;
+  }
+};
 template <class T, Recurrence kMode>
-CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, int tid, int j) {
+CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, int tid, int j, const NormsOut& out = {}) {
   constexpr int kC = T::kC, kDK = T::kDK;
   auto& sm = chunk_smem<typename T::SharedStorage>();
   const int s = j % T::kStages, r = tid % kC;
@@ -41,12 +57,8 @@ CUTE_DEVICE void chunk_gate_factors(const ChunkFwdArgs& a, const WorkItem& it, i
   if (a.l2norm && (q_row ? writes_output(kMode) : true)) {
     Tensor sRows = make_tensor(make_smem_ptr(q_row ? sm.stage[s].q.data() : sm.stage[s].k.data()), typename T::LayoutRowsDK{});
     norm = l2_inverse_norm<kDK, 1>(sRows, r, 0);
-    if constexpr (writes_output(kMode)) {
-      if (a.rstd_q.ptr && it.vb == 0 && (a.HV == a.H || it.hv % (a.HV / a.H) == 0) && r < it.valid_rows(j)) {
-        const RowTensor& rstd = q_row ? a.rstd_q : a.rstd_k;
-        static_cast<float*>(rstd.ptr)[it.row(rstd, int64_t(j) * kC + r, it.h)] = norm;
-      }
-    }
+    if constexpr (writes_output(kMode))
+      if (out.row && r < it.valid_rows(j)) out.row[j * out.chunk_step] = norm;
   }
   const float gamma = sm.gamma[s][r];
   if (q_row) {
@@ -266,6 +278,7 @@ struct LoadWarpgroup {
       if constexpr (kFromT) return rows_boxes<typename T::LayoutCC>(p.tma_t, p.shape_t, it, it.hv, 0, sm.stage[0].w.data());
       else return 0;
     }();
+    const NormsOut norms_out = kWu ? NormsOut{} : NormsOut::of<kC>(a, it, tid);  // kWu: the w / u warpgroup's
     load_chunk(dk, bv, boxes, t_box, 0);  // n >= 1 here
     cp_async_commit();
     if (n > 1) load_chunk(dk, bv, boxes, t_box, 1);
@@ -283,7 +296,7 @@ struct LoadWarpgroup {
       if constexpr (kWu) {
         ChunkBarriers::arrive(ChunkBarriers::kLanded + s, 256);  // the w / u warpgroup takes it from here
       } else {
-        chunk_gate_factors<T, kMode>(a, it, tid, j);
+        chunk_gate_factors<T, kMode>(a, it, tid, j, norms_out);
         ChunkBarriers::arrive(ChunkBarriers::kFull + s, 256);
       }
 

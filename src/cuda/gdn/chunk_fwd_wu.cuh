@@ -94,6 +94,7 @@ struct WuWarpgroup {
     Tensor tW0 = partition_fragment_C(mma, Tile{});  // fp32 [DK / 2, C]: w^T's rows 0..63
     Tensor tW1 = partition_fragment_C(mma, Tile{});  //                     and 64..127
     constexpr int kPairs = decltype(size(tU))::value / 2;
+    const NormsOut norms_out = kFromT ? NormsOut{} : NormsOut::of<kC>(a, it, tid);
     for (int j = 0; j < it.nchunks; ++j) {
       const int s = j % T::kStages;
       auto& st = sm.stage[s];
@@ -107,7 +108,7 @@ struct WuWarpgroup {
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(sVt), thr.partition_fragment_B(sTu), tU);
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(local_tile(sKt, Tile{}, make_coord(0, 0))), thr.partition_fragment_B(sTw), tW0);
       attn::gemm_ss_zero(mma, thr.partition_fragment_A(local_tile(sKt, Tile{}, make_coord(1, 0))), thr.partition_fragment_B(sTw), tW1);
-      if constexpr (!kFromT) chunk_gate_factors<T, Recurrence::kOutput>(a, it, tid, j);  // while the GEMMs run
+      if constexpr (!kFromT) chunk_gate_factors<T, Recurrence::kOutput>(a, it, tid, j, norms_out);  // while the GEMMs run
       warpgroup_wait<0>();
       sync();  // every warp's reads of Tu, Tw, V are done
       auto store = [&](const auto& acc, auto&& tile) {
