@@ -57,19 +57,9 @@ struct DhuLocalWarpgroup {
     DhuRowNorms norms_of(a, it, tid < kC ? tid : kC - 1);
     auto row_norms = [&] { return tid < kC ? norms_of.next() : make_float2(1.f, 1.f); };  // the next step's
     // Held as log2 (P's exponent terms), converted one step ahead after the step's kFull arrival:
-    // off the stretch between the stage's landing and the products. Step 0's once its rows have
-    // landed: its load leaves with theirs at the item's start, and converted before the loop it
-    // held up the step's gate load and landing wait by a DRAM round trip at every item. MUFU's lg2
-    // (inverse norms are normal floats: 1 / sqrt of a finite sum of squares), by volatile asm, as
-    // the compiler hoisted __log2f of step 0's loads ahead of the loop.
-    auto log2s = [](float2 x) {
-      float2 y;
-      asm volatile("lg2.approx.f32 %0, %1;" : "=f"(y.x) : "f"(x.x));
-      asm volatile("lg2.approx.f32 %0, %1;" : "=f"(y.y) : "f"(x.y));
-      return y;
-    };
-    const float2 first_norms = row_norms();
-    float2 log_norms = make_float2(0.f, 0.f), next_norms = row_norms();  // steps 0, 1
+    // off the stretch between the stage's landing and the products.
+    auto log2s = [](float2 x) { return make_float2(__log2f(x.x), __log2f(x.y)); };
+    float2 log_norms = log2s(row_norms()), next_norms = row_norms();  // steps 0, 1
     for (int i = 0; i < n; ++i) {
       const float2 after_norms = row_norms();  // step i + 2's
       const int s = i % T::kStages, j = n - 1 - i, valid = it.valid_rows(j);
@@ -87,7 +77,6 @@ struct DhuLocalWarpgroup {
       const float* gate_q = fold ? gate + kC : gate;
       const float* gate_k = fold ? gate + 2 * kC : gate;
       sm.rows_landed[s].wait((i / T::kStages) % 2);
-      if (i == 0) log_norms = log2s(first_norms);
       if (tid < kC) {
         gate[tid] = g;
         if (fold) {
