@@ -127,11 +127,14 @@ struct DhuLoadWarpgroup {
       if (i < n) load_gates(i);
       cp_async_commit();
     }
-    // Row half_tid()'s inverse norms (DhuRowNorms): plain loads three steps ahead into registers, as
-    // no shared memory is left at DK = 128, BV = 64.
+    // Row half_tid()'s inverse norms (DhuRowNorms): plain loads two steps ahead into registers, as
+    // no shared memory is left at DK = 128, BV = 64. Each is issued at the top of a step and moved
+    // into the loop's carried registers at its end: issued at the end (three steps ahead), the move
+    // at the next step's top waited for it (ncu at varlen: 2% of bwd_dhu's stall samples).
     DhuRowNorms row_norms(a, it, half_tid());
-    float2 norms = row_norms.next(), next_norms = row_norms.next(), after_norms = row_norms.next();  // steps i, i + 1, i + 2
+    float2 norms = row_norms.next(), next_norms = row_norms.next();  // steps i, i + 1
     for (int i = 0; i < n; ++i) {
+      const float2 after_norms = row_norms.next();  // step i + 2's
       const int s = i % T::kStages;
       if (i == 0) cp_async_wait<2>();  // step 0's gates landed (steps 1, 2 may be in flight)
       else cp_async_wait<1>();         // step i's (step i + 1 may be in flight)
@@ -152,7 +155,6 @@ struct DhuLoadWarpgroup {
       }
       norms = next_norms;
       next_norms = after_norms;
-      after_norms = row_norms.next();  // step i + 3's
     }
     ChunkBarriers::sync_unaligned(B::kEmpty + (n - 1) % T::kStages, B::kEmptyThreads);
   }

@@ -67,8 +67,9 @@ struct DhuLocalWarpgroup {
       auto at = [](const auto* x) { return cute::cast_smem_ptr_to_uint(x); };
       // G of row tid (past the end: the last row's; its rows are zeros), read while the rows land;
       // into dv's buffer only once they have (the buffer held dv2 of step i - 3 until then).
+      // Scaled to log2 units only then: multiplied at the load, the warp waited for it right there.
       float g = 0.f;
-      if (tid < kC && a.gate) g = a.gate[it.b * a.g_sb + (it.t0 + int64_t(j) * kC + min(tid, valid - 1)) * a.g_st + int64_t(it.hv) * a.g_sh] * a.gate_log2;
+      if (tid < kC && a.gate) g = a.gate[it.b * a.g_sb + (it.t0 + int64_t(j) * kC + min(tid, valid - 1)) * a.g_st + int64_t(it.hv) * a.g_sh];
       // With fold, P's factor e^(G_r - G_c) rstd_q[r] rstd_k[c] as one exponent: G_r + log2 rstd_q[r]
       // and G_c - log2 rstd_k[c] in two more rows of G, so that the loop below is the unfolded one
       // (a second copy of it with the two factors per element: bwd_dhu +45% at B4, instruction
@@ -78,6 +79,7 @@ struct DhuLocalWarpgroup {
       const float* gate_k = fold ? gate + 2 * kC : gate;
       sm.rows_landed[s].wait((i / T::kStages) % 2);
       if (tid < kC) {
+        g *= a.gate_log2;
         gate[tid] = g;
         if (fold) {
           gate[kC + tid] = g + log_norms.x;
