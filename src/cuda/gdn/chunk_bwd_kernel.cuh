@@ -47,8 +47,8 @@ struct ChunkBwd {
   __device__ int sq_col(int i) const { return tiles::acc_col<64>(threadIdx.x, i); }
 
   // gamma, beta (sigmoid applied), the inverse norms (when loaded), the fold factors (gradients()),
-  // exp(gamma), exp(gamma_last - gamma): threads 0..63, each from its own row's values (gamma_last loaded by each), so that
-  // no barrier is needed between writing gamma and its exponentials.
+  // exp(gamma), exp(gamma_last - gamma): threads 0..63, each from its own row's values (gamma_last
+  // loaded by each), so that no barrier is needed between writing gamma and its exponentials.
   __device__ void store_row_values(const RowValues& x) {
     const int r = threadIdx.x;
     if (r < 64) {
@@ -132,8 +132,8 @@ struct ChunkBwd {
   // vec.inv_norm[which] (RowValues). acc holds f g, g the gradient of the normalised rows and f
   // their fold factors (vec.fold: gradients()); y the rows as landed, y_n = f y (fold: raw rows,
   // f = rs; else normalised, f = 1). So y_n . g = y . acc =: d, and the l2norm backward
-  // rs (g - y_n (y_n . g)) is acc - rs^2 y d (fold) or rs (acc - y d). Called by every thread: a row's two
-  // column halves (warps w and w + 4) add their l2norm dots in vec.row_dot[which], behind a
+  // rs (g - y_n (y_n . g)) is acc - rs^2 y d (fold) or rs (acc - y d). Called by every thread: a
+  // row's two column halves (warps w and w + 4) add their l2norm dots in vec.row_dot[which], behind a
   // barrier of that warp pair only. Why not __syncthreads: ncu at B4 put 8.8% of the kernel's
   // stall samples on this exchange's CTA barrier, warps waiting for others that hold none of
   // their rows; row_dot per `which` drops the second barrier that kept the dk call's writes
@@ -180,7 +180,8 @@ struct ChunkBwd {
   // Q's and K's landed rows times their inverse norms (vec.inv_norm, visible to every thread), in
   // place — l2norm_row's multiply, so qn / kn's bits — by the threads of a row's 16-byte pieces
   // (PieceWalk); `out`: the normalised rows also written to qn, kn (normalize_qk's first value head
-  // of each group). With fold_norms the kernels run it on the forward's kept inverse norms.
+  // of each group). With fold_norms the dv_local kernels run it on the forward's kept inverse norms
+  // (the gradient kernel folds them into its products instead: gradients()).
   __device__ void scale_qk_rows(const Rows& q, const Rows& k, bool out) const {
     using Piece = cutlass::Array<E, 8>;  // 16 bytes: contiguous in the swizzled tile
     using W = PieceWalk<kD>;
