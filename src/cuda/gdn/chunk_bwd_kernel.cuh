@@ -298,7 +298,7 @@ struct ChunkBwd {
 //   fk[r] fk[c], and store_grad takes the held rows as they are.
 // The [64, 64] epilogues already scale by exp(gamma_r - gamma_c): their factors go into that
 // exponent (vec.g_fq, g_fk, g_over_fk), so no element pays a load or a multiply more. (v1 with the
-// factors as multiplies: +34 us at B4, ncu's stall samples +6.7% in those epilogues.)
+// factors as multiplies: +34 us at B4, ncu's stall samples +5.7%, gathered in those epilogues.)
 template <class E, int kD>
 __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, int phase, bool has_next,
                                            const BwdItem& next, RowValues& row_values) {
