@@ -11,7 +11,8 @@ ncu's table has one row per SASS instruction in address order with its executed-
 and stall samples, but no source lines (unless ncu saw the source); nvdisasm -g on the same cubin
 gives each instruction's file:line. The two listings are matched by position and checked by
 opcode. Prints the top source lines and the per-file totals of samples and warp-instructions, and
-the stall reasons of the top lines."""
+the stall reasons of the top lines. Without the binary here: export with --print-source cuda,sass
+and read it with bench/ncu_source.py."""
 import argparse
 import csv
 import os

@@ -10,6 +10,10 @@ Then, here (KERNEL: a substring of the kernel's name):
   ncu_source.py stalls KERNEL A_cs.csv.gz B_cs.csv.gz ...   samples by stall reason, side by side
   ncu_source.py diff   KERNEL A_cs.csv.gz B_cs.csv.gz [N]   lines whose samples moved most (by text)
   ncu_source.py hot    KERNEL MIN A_cs.csv.gz B_cs.csv.gz   SASS executed >= MIN times, by line
+Beside bench/ncu_sass_lines.py (a `--print-source sass` table mapped to lines by nvdisasm on the
+same binary, which must be here) and bench/ncu_sass_diff.py (one binary, two cases, instruction by
+instruction): this reads the export that carries its own source lines, so no binary is needed, and
+compares two *builds* of a kernel.
 Source lines are keyed by file name and text, so that builds with shifted line numbers compare.
 An inlined instruction counts under every line of its inline stack (its own, its callers'), so
 per-line figures overlap; `stalls` counts each instruction once.
