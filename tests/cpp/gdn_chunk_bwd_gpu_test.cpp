@@ -347,7 +347,7 @@ TEST_F(GdnChunkBwdGpu, KeptT) {
   check_backward(split, 41, 0, true, 3, GdnKeep::kT);
 }
 
-// kT with the in-op l2norm keeps the inverse norms of q's and k's rows (fp32 [rows, H]), written by
+// kT with the in-op l2norm keeps the inverse norms of q's and k's rows (fp32 [B, H, T]), written by
 // the forward's recurrence (its row factors' norms, chunk_gate_factors) from the first value block
 // of each group's first value head; the backward normalises the raw rows with them on chip. The
 // same bits whichever recurrence ran — unsplit (w and u formed in it: 96+ chains) and split in 2
@@ -383,8 +383,9 @@ TEST_F(GdnChunkBwdGpu, KeptInverseNormsFromEitherRecurrence) {
   for (int which = 0; which < 2; ++which) {
     const HostTensor& x = which ? d.k : d.q;
     float rstd[1];
-    for (int64_t m = 0; m < n; ++m) {  // m = row * H + h: [rows, H] as x's [B, T, H, K] rows
-      std::memcpy(rstd, bytes[0].data() + t_bytes + which * one + m * 4, 4);
+    for (int64_t m = 0; m < n; ++m) {  // m = row * H + h: x's [B, T, H, K] rows; kept as [B, H, T]
+      const int64_t b = m / (c.T * c.H), t = m / c.H % c.T, h = m % c.H;
+      std::memcpy(rstd, bytes[0].data() + t_bytes + which * one + ((b * c.H + h) * c.T + t) * 4, 4);
       double ss = 0;
       for (int64_t e = 0; e < c.K; ++e) ss += x.get(m * c.K + e) * x.get(m * c.K + e);
       const double want = 1.0 / std::sqrt(ss + kL2NormEps);

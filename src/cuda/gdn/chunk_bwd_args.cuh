@@ -36,7 +36,7 @@ struct ChunkBwdArgs {
   // [rows, HV, K] for the finish pass's sums.
   RowTensor dv, dq, dk, dbeta, dg;
   // Without GVA (H == HV) dq, dk are final here: `direct` writes them in 16 bits to dq_out, dk_out
-  // (the op's), through the in-op l2norm's backward when rstd_q / rstd_k (fp32 [rows, H], the
+  // (the op's), through the in-op l2norm's backward when rstd_q / rstd_k (fp32, by row and head, the
   // inverse norms of the raw rows) are given: dx = rstd (dy - y (y . dy)), y the normalised row.
   // (With fold_norms they are given in any case: the tiles' factors.)
   bool direct = false;
@@ -66,7 +66,7 @@ struct TokenOut {
 struct BwdFinishArgs {
   RowTensor dq_out, dk_out;       // the op's dq, dk (16-bit)
   RowTensor qn, kn;               // with the l2norm: the normalised q, k (16-bit [rows, H, K]) and
-  RowTensor rstd_q, rstd_k;       // their inverse norms (fp32 [rows, H]), dv_local's (workspace);
+  RowTensor rstd_q, rstd_k;       // their inverse norms (fp32, by row and head), dv_local's (workspace);
   bool raw_rows = false;          // or qn, kn the raw rows, normalised here (fold_norms' bits)
   RowTensor dq, dk;               // fp32 [rows, HV, K] per value head (workspace); absent: done
   RowTensor dbeta, dg;            // fp32 [rows, HV] (workspace)

@@ -86,7 +86,7 @@ struct ChunkFwdArgs {
   // and forms w and u from it by two GEMMs (WyChunk::run_from_t) instead of inverting.
   bool wy_from_t = false;
   // A training forward keeping T with the in-op l2norm (GdnKeep::kT) keeps the inverse norms of q's
-  // and k's rows, rstd_q, rstd_k [rows, H] (fp32; l2norm_rows.cuh's bits), so that the backward
+  // and k's rows, rstd_q, rstd_k (fp32, [B, H, T]; l2norm_rows.cuh's bits), so that the backward
   // normalises the raw rows on chip (ChunkBwdArgs::fold_norms) rather than working the norms out
   // again or reading normalised copies. The recurrence writes them: its row factors need them
   // anyway (chunk_gate_factors).

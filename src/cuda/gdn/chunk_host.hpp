@@ -55,7 +55,9 @@ struct BufferLayout {
 // Which of them a buffer holds: T (with_t) and the rest (with_rest) — GdnKeep::kAll both, kT T
 // alone, and the backward's workspace beside a kT buffer the rest alone. kT with the in-op l2norm
 // (with_norms: the forward's buffer, not the backward's rerun) also the inverse norms of q's and
-// k's rows [rows, H] (fp32) — last, so the others' offsets do not move.
+// k's rows (fp32, head-major [B, H, T]: a chunk's 64 rows of one head are 256 contiguous bytes, one
+// warp's loads of them 4 sectors where [rows, H] took up to 32) — last, so the others' offsets do
+// not move.
 struct Intermediates {
   static constexpr size_t kAbsent = ~size_t(0);
   int64_t T = 0, H = 0, HV = 0, K = 0, V = 0;
@@ -92,8 +94,8 @@ struct Intermediates {
     if (gamma != kAbsent) f.gamma = {base + gamma, T * HV, HV, 1};
     if (states != kAbsent) f.states = base + states;
     if (has_norms()) {
-      f.rstd_q = {base + rstd_q, T * H, H, 1};
-      f.rstd_k = {base + rstd_k, T * H, H, 1};
+      f.rstd_q = {base + rstd_q, T * H, 1, T};  // [B, H, T]
+      f.rstd_k = {base + rstd_k, T * H, 1, T};
     }
   }
 };
