@@ -153,7 +153,7 @@ def _gdn_out(q, v):
 
 def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep, use_qk_l2norm=False):
     """gdn_intermediates_size() (src/cuda/gdn/chunk_host.hpp's Intermediates): keep 2 (all): w [rows,
-    HV, K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), each chunk's
+    HV, K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [B, HV, T] (fp32), each chunk's
     start state [slots, HV, K, V] (16-bit); keep 1: T, and with the in-op l2norm the inverse norms
     of q's and k's rows [B, H, T] (fp32); every buffer rounded up to 256 bytes. 0 with keep 0 or where the CUDA chunked forward keeps nothing (the CPU; inputs it refuses,
     which then fail in the op itself)."""

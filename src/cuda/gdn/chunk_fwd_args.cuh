@@ -67,7 +67,8 @@ struct ChunkFwdArgs {
   int num_seqs = 0, H = 0, HV = 0, v_blocks = 0;
   float scale = 1.f;
   // The WY kernel's results, in the caller's workspace, one row per token like q: w [rows, HV, DK],
-  // u [rows, HV, V] (16-bit), gamma [rows, HV] (fp32, in-chunk cumulative log-decay in log2 units).
+  // u [rows, HV, V] (16-bit), gamma (fp32, in-chunk cumulative log-decay in log2 units; the host
+  // lays it out [B, HV, T]: one warp's loads of a chunk's rows are 4 sectors, not 32).
   RowTensor w, u, gamma;
   int64_t wy_slots = 0;                    // grid.x of the WY kernel (ChunkSlot)
   // What the backward keeps from the forward (absent in inference): T = (I + L)^-1 [rows, HV, 64]

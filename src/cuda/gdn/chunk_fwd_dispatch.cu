@@ -104,7 +104,7 @@ bool wu_in_recurrence(const GdnFwdParams& p) {
 }
 
 // The WY kernel's results, one row per token (B * T rows; varlen B = 1): w [rows, HV, K] and
-// u [rows, HV, V] in q's dtype, gamma [rows, HV] fp32; each buffer 256-byte aligned. With the
+// u [rows, HV, V] in q's dtype, gamma [B, HV, T] fp32; each buffer 256-byte aligned. With the
 // caller's intermediates (a training forward) w and gamma live there and only u here; with
 // w and u formed in the recurrence, w's rows hold [Tu | Tw] and there is no u. A forward keeping T
 // alone (GdnKeep::kT) runs as inference does, with T written to the caller's buffer besides.
@@ -187,7 +187,7 @@ Status gdn_forward(const GdnFwdParams& caller) {
     gdn::Intermediates(in, at).point(a, static_cast<char*>(p.intermediates.data));
   } else {
     a.w = {base + ws.w, T * ws.HV * K, ws.HV * K, K};
-    a.gamma = {base + ws.gamma, T * ws.HV, ws.HV, 1};
+    a.gamma = {base + ws.gamma, T * ws.HV, 1, T};  // [B, HV, T]: a chunk's rows of one head contiguous
   }
   const auto stream = static_cast<cudaStream_t>(p.stream);
   if (p.intermediates.data && p.keep == GdnKeep::kT) {  // T (the WY kernel), and with the in-op

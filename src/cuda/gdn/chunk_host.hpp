@@ -50,7 +50,7 @@ struct BufferLayout {
 
 // What the backward needs of the forward's kernels, at byte offsets in one buffer (the forward's
 // GdnFwdParams::intermediates, or the backward's own workspace when it reruns them): w [rows, HV,
-// K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [rows, HV] (fp32), and each chunk's start
+// K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [B, HV, T] (fp32), and each chunk's start
 // state [slots, HV, K, V] (16-bit; ChunkSlot numbers the chunks). rows = B * T (varlen: B = 1).
 // Which of them a buffer holds: T (with_t) and the rest (with_rest) — GdnKeep::kAll both, kT T
 // alone, and the backward's workspace beside a kT buffer the rest alone. kT with the in-op l2norm
@@ -91,7 +91,7 @@ struct Intermediates {
     if (w != kAbsent) f.w = {base + w, T * HV * K, HV * K, K};
     if (tmat != kAbsent) f.tmat = {base + tmat, T * HV * 64, HV * 64, 64};
     if (vnew != kAbsent) f.vnew = {base + vnew, T * HV * V, HV * V, V};
-    if (gamma != kAbsent) f.gamma = {base + gamma, T * HV, HV, 1};
+    if (gamma != kAbsent) f.gamma = {base + gamma, T * HV, 1, T};  // [B, HV, T], as the norms
     if (states != kAbsent) f.states = base + states;
     if (has_norms()) {
       f.rstd_q = {base + rstd_q, T * H, 1, T};  // [B, H, T]
