@@ -154,8 +154,10 @@ def _gdn_out(q, v):
 def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep, use_qk_l2norm=False):
     """gdn_intermediates_size() (src/cuda/gdn/chunk_host.hpp's Intermediates): keep 2 (all): w [rows,
     HV, K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [B, HV, T] (fp32), each chunk's
-    start state [slots, HV, K, V] (16-bit); keep 1: T, and with the in-op l2norm the inverse norms
-    of q's and k's rows [B, H, T] (fp32); every buffer rounded up to 256 bytes. 0 with keep 0 or where the CUDA chunked forward keeps nothing (the CPU; inputs it refuses,
+    start state [slots, HV, K, V] (16-bit); keep 1: T, varlen the backward's slot tables (int64 [N],
+    int4 [slots]; 0 < rows < 2^31 - 1), and with the in-op l2norm the inverse norms of q's and k's
+    rows [B, H, T] (fp32); every buffer rounded up to 256 bytes. 0 with keep 0 or where the CUDA
+    chunked forward keeps nothing (the CPU; inputs it refuses,
     which then fail in the op itself)."""
     if not keep:
         return 0
@@ -172,7 +174,10 @@ def _gdn_intermediates_bytes(q, v, gk, cu_seqlens, keep, use_qk_l2norm=False):
 
     if keep == 1:
         norms = 2 * round256(rows * q.shape[2] * 4) if use_qk_l2norm else 0
-        return round256(rows * HV * 64 * 2) + norms
+        tables = 0
+        if cu_seqlens is not None and 0 < rows < 2**31 - 1:
+            tables = round256((cu_seqlens.shape[0] - 1) * 8) + round256(slots * 16)
+        return round256(rows * HV * 64 * 2) + tables + norms
     return (round256(rows * HV * K * 2) + round256(rows * HV * 64 * 2) + round256(rows * HV * V * 2) +
             round256(rows * HV * 4) + round256(slots * HV * K * V * 2))
 

@@ -328,8 +328,15 @@ TEST_F(GdnChunkBwdGpu, KeptT) {
   many.H = many.HV = 12;  // 4 x 12 x 2 value blocks = 96 chains: the forward forms w and u in its
                           // recurrence and writes T from its [Tu | Tw] WY kernel (the norms: the recurrence)
   many.l2norm = true;
+  GdnCase many_gva = many;  // the same path with GVA, the fused gate and logit beta
+  many_gva.H = 6;
+  many_gva.fused_gate = many_gva.beta_logit = true;
+  GdnCase no_gate = bwd_case(DType::kBFloat16, 128, 150);
+  no_gate.scalar_gate = false;
   cases.push_back(strong);
   cases.push_back(many);
+  cases.push_back(many_gva);
+  cases.push_back(no_gate);
   int i = 0;
   for (const GdnCase& c : cases) {
     SCOPED_TRACE("case " + std::to_string(i++));
@@ -394,6 +401,46 @@ TEST_F(GdnChunkBwdGpu, KeptInverseNormsFromEitherRecurrence) {
     }
   }
   EXPECT_LT(worst, 1e-5) << "kept inverse norms against float64";
+}
+
+// kT of a varlen batch keeps the backward's slot tables (after T), written by the forward's WY
+// kernel: each sequence's first slot and each slot's record {sequence, chunk or -1, first row,
+// length}, against ChunkSlot's numbering worked out here — empty and 1-token sequences, a tail
+// chunk, GVA. The backward then launches no tables kernel (KeptT's varlen cases use them).
+TEST_F(GdnChunkBwdGpu, KeptSlotTables) {
+  GdnCase c = bwd_case(DType::kBFloat16, 64, 0);
+  c.B = 1;
+  c.seqlens = {1, 0, 130, 64, 7};
+  c.T = 202;
+  c.H = 2;
+  c.HV = 4;
+  const GdnData d = make_gdn(c, 11);
+  DeviceBackward gpu(c, d, make_cotangents(c, 12));
+  const Status st = gpu.keep_from_forward(gpu.dev, GdnKeep::kT);
+  ASSERT_TRUE(st.ok()) << st.message();
+  std::vector<uint8_t> b(gpu.kept->bytes);
+  ASSERT_EQ(cudaMemcpy(b.data(), gpu.kept->ptr, b.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+  auto round256 = [](int64_t x) { return (x + 255) / 256 * 256; };
+  const int64_t seqs = static_cast<int64_t>(c.seqlens.size()), slots = c.T / 64 + seqs;
+  const int64_t first_at = round256(c.T * c.HV * 64 * 2), items_at = first_at + round256(seqs * 8);
+  ASSERT_EQ(b.size(), static_cast<size_t>(items_at + round256(slots * 16)));
+  int64_t t0 = 0;
+  for (int64_t s = 0; s < seqs; ++s) {  // sequence s's chunks take the slots from t0 / 64 + s on
+    const int64_t len = c.seqlens[s], first = t0 / 64 + s, next = (t0 + len) / 64 + s + 1;
+    int64_t kept_first;
+    std::memcpy(&kept_first, b.data() + first_at + s * 8, 8);
+    EXPECT_EQ(kept_first, first) << "sequence " << s;
+    for (int64_t m = first; m < next; ++m) {
+      int32_t rec[4];
+      std::memcpy(rec, b.data() + items_at + m * 16, 16);
+      const int64_t j = m - first;
+      EXPECT_EQ(rec[0], s) << "slot " << m;
+      EXPECT_EQ(rec[1], j * 64 < len ? j : -1) << "slot " << m;
+      EXPECT_EQ(rec[2], t0) << "slot " << m;
+      EXPECT_EQ(rec[3], len) << "slot " << m;
+    }
+    t0 += len;
+  }
 }
 
 // bwd_dhu working each chunk's dv_local out itself (BwdDhuTraits::kLocal, bwd_dhu_local.cuh) where

@@ -64,8 +64,7 @@ __global__ void gdn_slot_tables_kernel(const int64_t* cu, int64_t n, int64_t* fi
   if (m < n) first[m] = cu[m] / 64 + m;
   if (items && m < slots) {
     struct { const int64_t* cu_seqlens; int64_t tokens; int num_seqs; } a{cu, 0, static_cast<int>(n)};
-    const ChunkSlot s(a, m);
-    items[m] = make_int4(s.n, s.live ? s.j : -1, static_cast<int>(cu[s.n]), static_cast<int>(cu[s.n + 1] - cu[s.n]));
+    items[m] = slot_record(a, ChunkSlot(a, m));
   }
 }
 }  // namespace gdn
@@ -190,13 +189,16 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
   if (ws.rerun) ATTNKIT_RETURN_IF_ERROR(gdn::launch_chunk_forward(f, in.q.dtype, kD, stream));
 
   // Varlen: the slot tables (bwd_dhu's first slots; the per-chunk kernels' slot records, whose
-  // rows are 32-bit).
+  // rows are 32-bit) — the forward's where it kept T (Intermediates: its WY kernel wrote them).
   const bool varlen_seqs = varlen && ws.seqs > 0;
-  int4* const slot_items = varlen_seqs && ws.rows < INT32_MAX ? reinterpret_cast<int4*>(base + ws.slot_items) : nullptr;
-  if (varlen_seqs) {
+  const bool tables_kept = varlen_seqs && norms.kept_slot_items != nullptr;
+  int4* const own_items = varlen_seqs && ws.rows < INT32_MAX ? reinterpret_cast<int4*>(base + ws.slot_items) : nullptr;
+  const int4* const slot_items = tables_kept ? norms.kept_slot_items : own_items;
+  const int64_t* const first_slots = tables_kept ? norms.kept_first : reinterpret_cast<int64_t*>(base + ws.first);
+  if (varlen_seqs && !tables_kept) {
     const int64_t n = std::max(ws.seqs, ws.slots);
     gdn::gdn_slot_tables_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
-        f.cu_seqlens, ws.seqs, reinterpret_cast<int64_t*>(base + ws.first), ws.slots, slot_items);
+        f.cu_seqlens, ws.seqs, reinterpret_cast<int64_t*>(base + ws.first), ws.slots, own_items);
     ATTNKIT_RETURN_IF_ERROR(cuda_status(cudaGetLastError(), "gdn_backward"));
   }
 
@@ -298,7 +300,7 @@ Status run_backward(const GdnBwdParams& p, const BwdWorkspace& ws, char* base, c
     gdn::state_strides(p.dinitial_state, in.state_layout, d.dh0_sk, d.dh0_sv);
   }
   d.cu_seqlens = f.cu_seqlens;
-  if (varlen_seqs) d.chunk_offsets = reinterpret_cast<int64_t*>(base + ws.first);
+  if (varlen_seqs) d.chunk_offsets = first_slots;
   d.tokens = f.tokens;
   d.num_seqs = f.num_seqs;
   d.H = f.H;

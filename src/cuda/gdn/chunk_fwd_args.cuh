@@ -92,6 +92,12 @@ struct ChunkFwdArgs {
   // again or reading normalised copies. The recurrence writes them: its row factors need them
   // anyway (chunk_gate_factors).
   RowTensor rstd_q, rstd_k;
+  // A training forward keeping T (GdnKeep::kT) of a varlen batch keeps the backward's slot tables
+  // (slot_record below; ChunkBwdArgs::slot_items, bwd_dhu's chunk offsets), written by the WY
+  // kernel's value-head-0 CTAs from their own ChunkSlot, so that the backward needs no launch of its
+  // own for them (absent: not written).
+  int64_t* kept_first = nullptr;  // [N] the slot of sequence n's first chunk
+  int4* kept_slot_items = nullptr;  // [slots]
   SegmentSplit split;  // split.count > 1: the recurrence runs as segments (dense batches)
 };
 
@@ -226,5 +232,14 @@ struct ChunkSlot {
     live = n < a.num_seqs;
   }
 };
+
+// A varlen slot's record in the backward's slot table (ChunkBwdArgs::slot_items): {sequence, chunk
+// (-1 past the sequence's last), the sequence's first row, its length}, the rows in 32 bits (the
+// table is made only where they fit).
+template <class Args>
+__device__ int4 slot_record(const Args& a, const ChunkSlot& s) {
+  const int64_t t0 = a.cu_seqlens[s.n], len = a.cu_seqlens[s.n + 1] - t0;
+  return make_int4(s.n, s.live ? s.j : -1, static_cast<int>(t0), static_cast<int>(len));
+}
 
 }  // namespace attnkit::cuda::gdn

@@ -190,8 +190,8 @@ Status gdn_forward(const GdnFwdParams& caller) {
     a.gamma = {base + ws.gamma, T * ws.HV, 1, T};  // [B, HV, T]: a chunk's rows of one head contiguous
   }
   const auto stream = static_cast<cudaStream_t>(p.stream);
-  if (p.intermediates.data && p.keep == GdnKeep::kT) {  // T (the WY kernel), and with the in-op
-    gdn::BufferLayout at;                                 // l2norm the inverse norms (the recurrence)
+  if (p.intermediates.data && p.keep == GdnKeep::kT) {  // T and varlen the backward's slot tables (the
+    gdn::BufferLayout at;                                 // WY kernel), with the in-op l2norm the inverse norms (the recurrence)
     gdn::Intermediates(in, at, true, false, true).point(a, static_cast<char*>(p.intermediates.data));
   }
   return gdn::launch_chunk_forward(a, in.q.dtype, K, stream);

@@ -40,6 +40,10 @@ template <class T, bool kTma, bool kTPairs>
 __global__ void __launch_bounds__(T::kWyThreads, kTPairs ? T::kWyTPairsCtasPerSm : T::kWyCtasPerSm) gdn_chunk_wy_kernel(CUTE_GRID_CONSTANT const WyParams<T> p) {
   const ChunkFwdArgs& a = p.a;
   const ChunkSlot slot(a, blockIdx.x);
+  if (a.kept_slot_items && blockIdx.y == 0 && threadIdx.x == 0) {  // every slot's, live or not
+    a.kept_slot_items[blockIdx.x] = slot_record(a, slot);
+    if (slot.j == 0) a.kept_first[slot.n] = blockIdx.x;  // every sequence's first slot, empty ones too
+  }
   if (!slot.live) return;
   const int hv = static_cast<int>(blockIdx.y);
   const WorkItem it(a, slot.n, hv, 0, qk_head_fast(a, hv));

@@ -53,17 +53,18 @@ struct BufferLayout {
 // K], T [rows, HV, 64], v_new [rows, HV, V] (16-bit), gamma [B, HV, T] (fp32), and each chunk's start
 // state [slots, HV, K, V] (16-bit; ChunkSlot numbers the chunks). rows = B * T (varlen: B = 1).
 // Which of them a buffer holds: T (with_t) and the rest (with_rest) — GdnKeep::kAll both, kT T
-// alone, and the backward's workspace beside a kT buffer the rest alone. kT with the in-op l2norm
-// (with_norms: the forward's buffer, not the backward's rerun) also the inverse norms of q's and
-// k's rows (fp32, head-major [B, H, T]: a chunk's 64 rows of one head are 256 contiguous bytes, one
-// warp's loads of them 4 sectors where [rows, H] took up to 32) — last, so the others' offsets do
-// not move.
+// alone, and the backward's workspace beside a kT buffer the rest alone. The forward's kT buffer
+// (kt_extras) also holds, for a varlen batch of tokens (fewer than 2^31 rows), the backward's slot
+// tables (ChunkFwdArgs::kept_first, kept_slot_items), and with the in-op l2norm the inverse norms
+// of q's and k's rows (fp32, head-major [B, H, T]: a chunk's 64 rows of one head are 256 contiguous
+// bytes, one warp's loads of them 4 sectors where [rows, H] took up to 32) — last, so the others'
+// offsets do not move.
 struct Intermediates {
   static constexpr size_t kAbsent = ~size_t(0);
   int64_t T = 0, H = 0, HV = 0, K = 0, V = 0;
   size_t w = kAbsent, tmat = kAbsent, vnew = kAbsent, gamma = kAbsent, states = kAbsent;
-  size_t rstd_q = kAbsent, rstd_k = kAbsent;
-  Intermediates(const GdnInputs& in, BufferLayout& at, bool with_t = true, bool with_rest = true, bool with_norms = false) {
+  size_t first = kAbsent, slot_items = kAbsent, rstd_q = kAbsent, rstd_k = kAbsent;
+  Intermediates(const GdnInputs& in, BufferLayout& at, bool with_t = true, bool with_rest = true, bool kt_extras = false) {
     const bool varlen = in.cu_seqlens.defined();
     T = in.q.size(1);
     H = in.q.size(2);
@@ -79,7 +80,11 @@ struct Intermediates {
       gamma = at.take(rows * HV * 4);
       states = at.take(slots * HV * K * V * e);
     }
-    if (with_norms && in.use_qk_l2norm) {
+    if (kt_extras && varlen && rows > 0 && rows < INT32_MAX) {  // the slot tables (int64 [N], int4 [slots])
+      first = at.take((in.cu_seqlens.size(0) - 1) * 8);
+      slot_items = at.take(slots * 16);
+    }
+    if (kt_extras && in.use_qk_l2norm) {
       rstd_q = at.take(rows * H * 4);
       rstd_k = at.take(rows * H * 4);
     }
@@ -93,6 +98,10 @@ struct Intermediates {
     if (vnew != kAbsent) f.vnew = {base + vnew, T * HV * V, HV * V, V};
     if (gamma != kAbsent) f.gamma = {base + gamma, T * HV, 1, T};  // [B, HV, T], as the norms
     if (states != kAbsent) f.states = base + states;
+    if (slot_items != kAbsent) {
+      f.kept_first = reinterpret_cast<int64_t*>(base + first);
+      f.kept_slot_items = reinterpret_cast<int4*>(base + slot_items);
+    }
     if (has_norms()) {
       f.rstd_q = {base + rstd_q, T * H, 1, T};  // [B, H, T]
       f.rstd_k = {base + rstd_k, T * H, 1, T};
