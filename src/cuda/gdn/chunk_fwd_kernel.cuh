@@ -36,10 +36,28 @@
 
 namespace attnkit::cuda::gdn {
 
+// The WY CTA's ChunkSlot, by the whole CTA. Varlen with at most one sequence a thread: each thread
+// tests one sequence's first slot (one load each, all in flight together) and the CTA counts them
+// — first() increases with the sequence, so the count is n + 1 — where ChunkSlot's bisection, on
+// every thread, waits on ~log2(N) dependent loads at the start of each of the varlen batch's ~9k
+// short CTAs. The same slot either way.
+template <int kThreads>
+__device__ ChunkSlot wy_chunk_slot(const ChunkFwdArgs& a, int slot) {
+  if (!a.cu_seqlens || a.num_seqs > kThreads) return ChunkSlot(a, int64_t(slot));
+  const int m = static_cast<int>(threadIdx.x);
+  const bool starts_by_slot = m < a.num_seqs && a.cu_seqlens[m] / 64 + m <= slot;
+  ChunkSlot s;
+  s.n = max(__syncthreads_count(starts_by_slot) - 1, 0);
+  const int64_t t0 = a.cu_seqlens[s.n], len = a.cu_seqlens[s.n + 1] - t0, j = slot - (t0 / 64 + s.n);
+  s.live = j * 64 < len;
+  s.j = static_cast<int>(j);
+  return s;
+}
+
 template <class T, bool kTma, bool kTPairs>
 __global__ void __launch_bounds__(T::kWyThreads, kTPairs ? T::kWyTPairsCtasPerSm : T::kWyCtasPerSm) gdn_chunk_wy_kernel(CUTE_GRID_CONSTANT const WyParams<T> p) {
   const ChunkFwdArgs& a = p.a;
-  const ChunkSlot slot(a, blockIdx.x);
+  const ChunkSlot slot = wy_chunk_slot<T::kWyThreads>(a, blockIdx.x);
   if (a.kept_slot_items && blockIdx.y == 0 && threadIdx.x == 0) {  // every slot's, live or not
     a.kept_slot_items[blockIdx.x] = slot_record(a, slot);
     if (slot.j == 0) a.kept_first[slot.n] = blockIdx.x;  // every sequence's first slot, empty ones too
