@@ -3,7 +3,7 @@
 // a visited (query tile, key tile), and the key tiles visiting a query tile are one range starting
 // at first_key_tile() (the deterministic dQ order relies on it; a wrong turn would deadlock), their
 // number (key_tiles_meeting), and each key tile's turn in its chain of ordered dQ adds
-// (dq_turn_in_chain).
+// (dq_turn_in_chain); and the per-score bounds of the backward's masked tiles (score_bounds).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -60,6 +60,35 @@ TEST(BwdTileRanges, CoverEveryVisiblePairAndKeyTilesAreOneRange) {
             ++landed[n % chains];
           }
       }
+    }
+  }
+}
+
+// score_bounds from every score (key, row) of a 16 x 24 patch, against the rule itself for every
+// other score of the patch, over random rules (both alignments, windows, causal) and lengths, with
+// the patch reaching past the keys' end and the rows' end.
+TEST(BwdTileRanges, ScoreBoundsAreTheMaskRule) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> len(1, 300), win(-1, 40), pick(0, 3);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int sq = len(rng), sk = len(rng);
+    MaskOptions o;
+    o.causal = pick(rng) < 2;
+    o.align = pick(rng) % 2 ? CausalAlign::kTopLeft : CausalAlign::kBottomRight;
+    o.window_left = pick(rng) < 2 ? win(rng) : -1;
+    o.window_right = pick(rng) == 0 ? win(rng) : -1;
+    const auto rule = MaskRuleT<int>::make(o, sq, sk);
+    std::uniform_int_distribution<int> key0(0, sk + 8), row0(0, sq + 8);
+    for (int patch = 0; patch < 20; ++patch) {
+      const int k = key0(rng), r = row0(rng);
+      const cuda::ScoreBounds b = cuda::score_bounds(rule, k, r);
+      for (int dk = 0; dk < 16; ++dk)
+        for (int dc = 0; dc < 24; ++dc) {
+          const bool expect = k + dk < sk && k + dk >= rule.lo(r + dc) && k + dk <= rule.hi(r + dc);
+          const bool got = dk < b.kmax && dc - dk >= b.dlo && dc - dk <= b.dhi;
+          ASSERT_EQ(got, expect) << "sq " << sq << " sk " << sk << " causal " << o.causal << " left " << o.window_left
+                                 << " right " << o.window_right << " key " << k + dk << " row " << r + dc;
+        }
     }
   }
 }

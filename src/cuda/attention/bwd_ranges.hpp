@@ -59,4 +59,22 @@ ATTNKIT_HD int dq_turn_in_chain(const MaskRuleT<int>& rule, int m, int n, int bl
   return (n - first_key_tile(rule, m, block_m, block_n)) / chains;
 }
 
+// The mask rule from one score (key, row) of a fragment: the score (key + dk, row + dc), dk, dc >= 0
+// small offsets, is visible iff dk < kmax and dlo <= dc - dk <= dhi. For keys >= 0, key <= hi(row)
+// and key >= lo(row) (both clamped: mask.hpp) say key < sk, dc - dk >= key - row - diag - right
+// (with a right edge) and dc - dk <= key - row - diag + left (with a left edge); a missing edge's
+// bound is kFar. Bounds clamped to +-kFar, past any tile's offsets, so they stay in 32 bits. The
+// backward's masked tiles test each score against them (bwd_scores.cuh): one compare of a constant
+// a score, where lo and hi with their clamps cost ~20 instructions.
+struct ScoreBounds {
+  static constexpr int kFar = 1 << 20;
+  int kmax, dlo, dhi;
+};
+ATTNKIT_HD ScoreBounds score_bounds(const MaskRuleT<int>& rule, int64_t key, int64_t row) {
+  auto clamp = [](int64_t v) { return static_cast<int>(v < -ScoreBounds::kFar ? -ScoreBounds::kFar : v > ScoreBounds::kFar ? ScoreBounds::kFar : v); };
+  const int64_t to_diag = key - row - rule.diag_offset;
+  return {clamp(rule.sk - key), rule.right < 0 ? -ScoreBounds::kFar : clamp(to_diag - rule.right),
+          rule.left < 0 ? ScoreBounds::kFar : clamp(to_diag + rule.left)};
+}
+
 }  // namespace attnkit::cuda

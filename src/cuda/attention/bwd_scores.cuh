@@ -9,6 +9,7 @@
 #include <cutlass/numeric_conversion.h>
 
 #include "attnkit/semantics/mask.hpp"
+#include "src/cuda/attention/bwd_ranges.hpp"
 #include "src/cuda/attention/fast_math.cuh"
 
 namespace attnkit::cuda::attn {
@@ -18,17 +19,22 @@ using namespace cute;
 struct ProbArgs {
   float scale_log2;  // scale * log2(e); log2(e) alone after a softcap
   float softcap, softcap_in;  // cap, scale / cap
-  int key0, row0, seqlen_k;   // the warpgroup tile's first key and query row
+  int key0, row0;             // the warpgroup tile's first key and query row
   MaskRuleT<int> rule;
 };
 
 // S^T (in place) <- P^T * tanh' (what dS needs); tdVrP <- P^T in 16 bits (the A operand of dV).
 // P = exp2(s * scale_log2 - lse2[query]) with s the (capped) score; masked keys give 0.
-template <bool kSoftcap, bool kMask, class TensorS, class TensorP, class TensorC>
+// kMask: scores outside the mask rule give 0, each tested against its thread's bounds (score_bounds:
+// one compare of a constant once unrolled); kLeftEdge: the rule has a left window edge, tested only then.
+template <bool kSoftcap, bool kMask, bool kLeftEdge = false, class TensorS, class TensorP, class TensorC>
 CUTE_DEVICE void scores_to_probs(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2, const ProbArgs& pa) {
+  const int k0 = get<0>(cS(0)), c0 = get<1>(cS(0));  // the thread's first score, (key, query) in the tile
+  ScoreBounds bounds{};
+  if constexpr (kMask) bounds = score_bounds(pa.rule, int64_t(pa.key0) + k0, int64_t(pa.row0) + c0);
   CUTE_UNROLL
   for (int i = 0; i < size(tSrS); ++i) {
-    const int key = pa.key0 + get<0>(cS(i)), col = get<1>(cS(i));
+    const int col = get<1>(cS(i));
     float x = tSrS(i), dtanh = 1.f;
     if constexpr (kSoftcap) {
       const float t = tanhf(x * pa.softcap_in);
@@ -37,8 +43,8 @@ CUTE_DEVICE void scores_to_probs(TensorS& tSrS, TensorP& tdVrP, TensorC const& c
     }
     float e = x * pa.scale_log2 - lse2[col];
     if constexpr (kMask) {
-      const int row = pa.row0 + col;
-      const bool visible = key < pa.seqlen_k && key >= pa.rule.lo(row) && key <= pa.rule.hi(row);
+      const int dk = get<0>(cS(i)) - k0, d = col - c0 - dk;  // constants once unrolled
+      const bool visible = dk < bounds.kmax && d >= bounds.dlo && (!kLeftEdge || d <= bounds.dhi);
       e = visible ? e : -INFINITY;
     }
     const float p = exp2_approx(e);

@@ -57,13 +57,16 @@ struct DenseBwdProbs {
                             tile.rule.hi(first_row) < wg_key_last;
     const bool softcap = a.softcap > 0.f;
     const ProbArgs pa{softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E), a.softcap, softcap ? a.scale / a.softcap : 0.f,
-                      key0, row0, tile.seq.seqlen_k, tile.rule};
+                      key0, row0, tile.rule};
+    const bool left_edge = tile.rule.left >= 0;
     if (softcap) {
-      if (needs_mask) scores_to_probs<true, true>(tSrS, tdVrP, cS, lse2, pa);
-      else scores_to_probs<true, false>(tSrS, tdVrP, cS, lse2, pa);
+      if (!needs_mask) scores_to_probs<true, false>(tSrS, tdVrP, cS, lse2, pa);
+      else if (left_edge) scores_to_probs<true, true, true>(tSrS, tdVrP, cS, lse2, pa);
+      else scores_to_probs<true, true>(tSrS, tdVrP, cS, lse2, pa);
     } else {
-      if (needs_mask) scores_to_probs<false, true>(tSrS, tdVrP, cS, lse2, pa);
-      else scores_to_probs<false, false>(tSrS, tdVrP, cS, lse2, pa);
+      if (!needs_mask) scores_to_probs<false, false>(tSrS, tdVrP, cS, lse2, pa);
+      else if (left_edge) scores_to_probs<false, true, true>(tSrS, tdVrP, cS, lse2, pa);
+      else scores_to_probs<false, true>(tSrS, tdVrP, cS, lse2, pa);
     }
   }
 };

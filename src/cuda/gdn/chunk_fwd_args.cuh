@@ -208,17 +208,23 @@ struct ChunkSlot {
       live = n < a.num_seqs;
       return;
     }
-    auto first = [&](int m) { return a.cu_seqlens[m] / 64 + m; };
-    int lo = 0, hi = a.num_seqs - 1;  // the last m with first(m) <= slot
+    int lo = 0, hi = a.num_seqs - 1;  // the last m with first(a, m) <= slot
     while (lo < hi) {
       const int mid = (lo + hi + 1) / 2;
-      if (first(mid) <= slot) lo = mid;
+      if (first(a, mid) <= slot) lo = mid;
       else hi = mid - 1;
     }
-    n = lo;
-    const int64_t jj = slot - first(n), len = a.cu_seqlens[n + 1] - a.cu_seqlens[n];
-    live = jj * 64 < len;
-    j = static_cast<int>(jj);
+    *this = in_sequence(a, slot, lo);
+  }
+  // A varlen slot's chunk once its sequence n is known (the last whose first slot is <= slot).
+  template <class Args>
+  __host__ __device__ static ChunkSlot in_sequence(const Args& a, int64_t slot, int n) {
+    ChunkSlot s;
+    s.n = n;
+    const int64_t t0 = a.cu_seqlens[n], len = a.cu_seqlens[n + 1] - t0, j = slot - (t0 / 64 + n);
+    s.live = j * 64 < len;
+    s.j = static_cast<int>(j);
+    return s;
   }
   // The same for slot < 2^31, a dense batch's (n, j) by a precomputed divisor of the chunks a
   // sequence (a cutlass::FastDivmod: a multiply-high and a shift, not a division sequence).

@@ -45,13 +45,8 @@ template <int kThreads>
 __device__ ChunkSlot wy_chunk_slot(const ChunkFwdArgs& a, int slot) {
   if (!a.cu_seqlens || a.num_seqs > kThreads) return ChunkSlot(a, int64_t(slot));
   const int m = static_cast<int>(threadIdx.x);
-  const bool starts_by_slot = m < a.num_seqs && a.cu_seqlens[m] / 64 + m <= slot;
-  ChunkSlot s;
-  s.n = max(__syncthreads_count(starts_by_slot) - 1, 0);
-  const int64_t t0 = a.cu_seqlens[s.n], len = a.cu_seqlens[s.n + 1] - t0, j = slot - (t0 / 64 + s.n);
-  s.live = j * 64 < len;
-  s.j = static_cast<int>(j);
-  return s;
+  const bool starts_by_slot = m < a.num_seqs && ChunkSlot::first(a, m) <= slot;
+  return ChunkSlot::in_sequence(a, slot, max(__syncthreads_count(starts_by_slot) - 1, 0));
 }
 
 template <class T, bool kTma, bool kTPairs>
