@@ -64,9 +64,9 @@ TEST(BwdTileRanges, CoverEveryVisiblePairAndKeyTilesAreOneRange) {
   }
 }
 
-// score_bounds from every score (key, row) of a 16 x 24 patch, against the rule itself for every
-// other score of the patch, over random rules (both alignments, windows, causal) and lengths, with
-// the patch reaching past the keys' end and the rows' end.
+// score_bounds from the first score (key, row) of a 16 x 64 patch (a warp's keys, a warpgroup's
+// queries), against the rule itself for every score of the patch, over random rules (both
+// alignments, windows, causal) and lengths, with the patch reaching past the keys' and rows' ends.
 TEST(BwdTileRanges, ScoreBoundsAreTheMaskRule) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> len(1, 300), win(-1, 40), pick(0, 3);
@@ -83,7 +83,7 @@ TEST(BwdTileRanges, ScoreBoundsAreTheMaskRule) {
       const int k = key0(rng), r = row0(rng);
       const cuda::ScoreBounds b = cuda::score_bounds(rule, k, r);
       for (int dk = 0; dk < 16; ++dk)
-        for (int dc = 0; dc < 24; ++dc) {
+        for (int dc = 0; dc < 64; ++dc) {
           const bool expect = k + dk < sk && k + dk >= rule.lo(r + dc) && k + dk <= rule.hi(r + dc);
           const bool got = dk < b.kmax && dc - dk >= b.dlo && dc - dk <= b.dhi;
           ASSERT_EQ(got, expect) << "sq " << sq << " sk " << sk << " causal " << o.causal << " left " << o.window_left
