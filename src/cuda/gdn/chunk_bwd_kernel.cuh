@@ -23,6 +23,9 @@
 namespace attnkit::cuda::gdn {
 
 template <class E, int kD>
+struct NextItem;  // below: a persistent CTA's next item, its slot record's load in flight
+
+template <class E, int kD>
 struct ChunkBwd {
   using L = ChunkBwdLayout<kD>;
   using S = ChunkBwdTiles<E, kD>;
@@ -278,8 +281,8 @@ struct ChunkBwd {
     }
   }
 
-  __device__ void gradients(const ChunkBwdParams<E, kD>& params, int phase, bool has_next, const BwdItem& next,
-                            RowValues& row_values);
+  __device__ void gradients(const ChunkBwdParams<E, kD>& params, int phase, int64_t items, NextItem<E, kD>& after,
+                            BwdItem& next, RowValues& row_values);
 };
 
 // Steps 3 and 4 (spec/gdn.md), in the order of the products below. On entry this item's early
@@ -287,7 +290,8 @@ struct ChunkBwd {
 // barriers, each completing its phase `phase` (the CTA's item count, mod 2), or as two cp.async
 // groups in that order — and row_values holds its RowValues; the next item's are issued once
 // this one no longer reads them. Every WGMMA batch is waited for before its accumulator is
-// touched.
+// touched. The next item (`after`, NextItem) is found by the time its early operands go out, into
+// `next`.
 // The products want Q, K as the normalised rows Q_n = diag(fq) Q, K_n = diag(fk) K (vec.fold:
 // with fold_norms Q, K land raw and f is the kept inverse norm; else f = 1). Rather than rewrite
 // the tiles (a pass over both and one more CTA barrier an item: +5% gradient kernel time), the
@@ -300,8 +304,8 @@ struct ChunkBwd {
 // exponent (vec.g_fq, g_fk, g_over_fk), so no element pays a load or a multiply more. (v1 with the
 // factors as multiplies: +34 us at B4, ncu's stall samples +5.7%, gathered in those epilogues.)
 template <class E, int kD>
-__device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, int phase, bool has_next,
-                                           const BwdItem& next, RowValues& row_values) {
+__device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, int phase, int64_t items,
+                                           NextItem<E, kD>& after, BwdItem& next, RowValues& row_values) {
   const Rows q = S::rows(L::kQ), k = S::rows(L::kK), v = S::rows(L::kV), dout = S::rows(L::kDo), vn = S::rows(L::kVn),
              dv2 = S::rows(L::kDv2), dw = S::rows(L::kDw);
   const typename S::State h = S::h(), dh = S::dh();
@@ -309,6 +313,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   const int lane = threadIdx.x % 32;
   auto* bars = chunk_bwd_barriers(chunk_bwd_barriers_offset<kD>());
   store_row_values(row_values);  // the previous item's last reads of gamma, beta are behind a barrier
+  after.load(params);
   if (params.tma) {
     bars[0].wait(phase);
     if (valid < 64) {  // rows past the sequence's end, read from the next sequence's
@@ -400,6 +405,7 @@ __device__ void ChunkBwd<E, kD>::gradients(const ChunkBwdParams<E, kD>& params, 
   tiles::gemm<false>(dk, sq0.mn_major(), q.mn_major(), side);
   RowAcc y;
   tiles::gemm<true>(y, tm.mn_major(), dw.mn_major(), side);
+  const bool has_next = after.resolve(params, items, next);  // (its record's load long landed)
   if (has_next) row_values = load_early_operands<E, kD>(params, next);
   warpgroup_wait<1>();  // dq, dk
 #pragma unroll
@@ -567,6 +573,37 @@ __device__ int64_t live_item_from(const ChunkBwdParams<E, kD>& p, int64_t i, int
   return i;
 }
 
+// A persistent CTA's next item, found in two steps with the varlen slot table: its slot record's
+// load goes out once the current item's row values are stored (load(): those stores wait on their
+// own loads' scoreboard, which ptxas may give the record's load too) and is decoded where the item
+// first needs the next one (resolve(), at its early operands' issue, after its first products).
+// Decoded at once, every warp waited for the record at each item's start (ncu at varlen: 2.3% of
+// the gradient kernel's stall samples). Without the table (nothing to wait for) the next item is
+// found at the top of the current one, as before.
+template <class E, int kD>
+struct NextItem {
+  int64_t item;  // the candidate, then (once found) the next live item, or `items` past the end
+  int4 record;   // the candidate's slot record, while `pending`
+  bool pending;
+  __device__ NextItem(const ChunkBwdParams<E, kD>& p, int64_t i, int64_t items, BwdItem& bi) : item(i) {
+    pending = p.fast_items && p.a.slot_items && i < items;
+    if (!pending) item = live_item_from(p, i, items, bi);
+  }
+  __device__ void load(const ChunkBwdParams<E, kD>& p) {
+    if (pending) record = p.a.slot_items[p.by_heads.div(static_cast<int>(item))];
+  }
+  // The next live item in bi; false past the last.
+  __device__ bool resolve(const ChunkBwdParams<E, kD>& p, int64_t items, BwdItem& bi) {
+    if (pending) {
+      bi.hv = p.by_heads.rem(static_cast<int>(item));
+      bi.set_record(record);
+      if (bi.slot.live) return true;
+      item = live_item_from(p, item + gridDim.x, items, bi);  // past its sequence's last chunk: on by the loads
+    }
+    return item < items;
+  }
+};
+
 // dv_local, persistent, where every row is 16-byte aligned (ChunkBwdParams::tma): CTA c takes
 // items c, c + gridDim.x, ... (value head fastest, as the gradient kernel), two CTAs an SM. Item n
 // computes on stage n % 2 while the next item's rows land in the other (issued once the previous
@@ -641,10 +678,10 @@ __global__ void __launch_bounds__(kChunkBwdThreads, 1)
     load_late_operands<E, kD>(p, cur, kLateIssuer);
   }
   for (int phase = 0; item < items; phase ^= 1) {
-    const int64_t next_item = live_item_from(p, item + gridDim.x, items, next);
+    NextItem<E, kD> after(p, item + gridDim.x, items, next);
     const WorkItem it = cur.work(a);
-    ChunkBwd<E, kD>{a, it, cur.slot.j, it.valid_rows(cur.slot.j), vec}.gradients(p, phase, next_item < items, next, row_values);
-    item = next_item;
+    ChunkBwd<E, kD>{a, it, cur.slot.j, it.valid_rows(cur.slot.j), vec}.gradients(p, phase, items, after, next, row_values);
+    item = after.item;
     cur = next;
   }
 }
