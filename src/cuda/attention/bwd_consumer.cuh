@@ -55,7 +55,7 @@ struct BwdConsumer {
 
     const int count = tile.num_query_tiles();
     if (count > 0) {
-      smem.barrier_kv.wait(0);
+      smem.barrier_kv[0].wait(0);  // K (V before the first dP^T GEMM)
       typename T::PipelineState state;  // index 0, phase 0
       QueryTileReady ready;
       // Direct dQ adds (AttnBwdArgs::dq_direct) go to query tile m's block of dq_accum, passed as
@@ -138,6 +138,7 @@ struct BwdConsumer {
     pipe_q.consumer_wait(state, ready.q);
     gemm_ss_zero(mma_sdp, tSrK, tSrQ(_, _, _, s), tSrS);
     pipe_do.consumer_wait(state, ready.dout);
+    if (j == 0) smem.barrier_kv[1].wait(0);  // V
     gemm_ss_zero(mma_sdp, tdPrV, tdPrdO(_, _, _, s), tdPrdP);
     const int32_t started = probs.start_tile(visit);  // (the variant's loads, while the GEMMs run)
 

@@ -5,7 +5,7 @@
 // 3 warpgroups. Warpgroup 0 is the producer
 // (bwd_producer.cuh: warp 0 the Q / dO loads, warp 2 the K / V loads; warp 1, bwd_dq_writer.cuh:
 // dQ reduce-adds; registers given away); warpgroups 1 and 2 are the consumers (bwd_consumer.cuh).
-// Shared state: one barrier for K and V, and the Q and dO pipelines.
+// Shared state: a barrier each for K and V, and the Q and dO pipelines.
 // Runs between bwd_prepost.cuh's preprocess (lse2, delta) and postprocess (dq, GQA dk/dv), each of
 // which may overlap it (AttnBwdArgs::preprocess_sms, dq_after_heads).
 #pragma once
@@ -52,7 +52,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     cute::prefetch_tma_descriptor(params.tma_do.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_k.get_tma_descriptor());
     cute::prefetch_tma_descriptor(params.tma_v.get_tma_descriptor());
-    smem.barrier_kv.init(1);
+    smem.barrier_kv[0].init(1);
+    smem.barrier_kv[1].init(1);
     smem.loads_issued = -1;
   }
   make_bwd_pipeline<T, true>(smem.pipeline_q, wg == 0);  // initialises the Q and dO barriers

@@ -33,9 +33,10 @@ CUTE_DEVICE void bwd_load_kv(const BwdParams<Traits, Variant>& params, typename 
   Tensor gV = kv_tile(params.tma_v);
   auto [tKgK, tKsK] = tma_partition(params.tma_k, _0{}, Layout<_1>{}, group_modes<0, 2>(sK), group_modes<0, 2>(gK));
   auto [tVgV, tVsV] = tma_partition(params.tma_v, _0{}, Layout<_1>{}, group_modes<0, 2>(sV), group_modes<0, 2>(gV));
-  smem.barrier_kv.arrive_and_expect_tx(T::kTmaBytesKV);
-  copy(params.tma_k.with(reinterpret_cast<uint64_t&>(smem.barrier_kv), 0), tKgK, tKsK);
-  copy(params.tma_v.with(reinterpret_cast<uint64_t&>(smem.barrier_kv), 0), tVgV, tVsV);
+  smem.barrier_kv[0].arrive_and_expect_tx(T::kTmaBytesKV / 2);
+  copy(params.tma_k.with(reinterpret_cast<uint64_t&>(smem.barrier_kv[0]), 0), tKgK, tKsK);
+  smem.barrier_kv[1].arrive_and_expect_tx(T::kTmaBytesKV / 2);
+  copy(params.tma_v.with(reinterpret_cast<uint64_t&>(smem.barrier_kv[1]), 0), tVgV, tVsV);
 }
 
 template <class Traits, class Variant>
