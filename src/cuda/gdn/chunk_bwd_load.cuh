@@ -283,11 +283,7 @@ __device__ RowValues load_early_operands(const ChunkBwdParams<E, kD>& p, const B
   const ChunkBwdArgs& a = p.a;
   const WorkItem it = bi.work(a);
   const int j = bi.slot.j, valid = it.valid_rows(j);
-  // The chunk's slot: varlen from the sequence's first row (it.t0 = cu_seqlens[n]), not by
-  // ChunkSlot::first's load of cu_seqlens[n], which every warp waited for here (ncu at varlen:
-  // 1.8% of the gradient kernel's stall samples).
-  const int64_t first = a.cu_seqlens ? it.t0 / 64 + bi.slot.n : ChunkSlot::first(a, bi.slot.n);
-  const int64_t state = (first + j) * a.HV + bi.hv;
+  const int64_t state = (ChunkSlot::first(a, it) + j) * a.HV + bi.hv;  // (it.n is bi.slot.n)
   if (p.tma) {
     if (threadIdx.x == 0)
       tma_group(gradient_barrier<kD>(0), P::kEarlyBytes, [&](uint64_t& bar) {

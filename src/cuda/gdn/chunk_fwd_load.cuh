@@ -213,8 +213,8 @@ struct LoadWarpgroup {
     }
     if (j + 1 < it.nchunks && tid == 0) {  // the start state of chunk j + 1: slot as store_kept numbers it
       const int64_t chunk = int64_t(it.seg) * a.split.chunks + j + 1;
-      const int64_t first = a.cu_seqlens ? it.t0 / 64 + it.n : ChunkSlot::first(a, it.n);
-      const auto box = matrix_boxes<typename T::LayoutH>(p.tma_states, p.shape_states, it.hv, first + chunk, sm.stage[0].q.data());
+      const auto box =
+          matrix_boxes<typename T::LayoutH>(p.tma_states, p.shape_states, it.hv, ChunkSlot::first(a, it) + chunk, sm.stage[0].q.data());
       copy(p.tma_states, make_tensor(get<1>(box).data() + s * kStageElems, get<1>(box).layout()), get<0>(box)(_, it.vb));
     }
     if constexpr (kFromT) {  // the w the w / u warpgroup formed, for bwd_dhu (one value block writes it)

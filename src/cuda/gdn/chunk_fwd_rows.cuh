@@ -123,10 +123,7 @@ CUTE_DEVICE void store_kept(const ChunkFwdArgs& a, const WorkItem& w, int t, con
   const int r = t / kUnits, c = (t % kUnits) * 8;
   const int64_t V = int64_t(a.v_blocks) * kBV;
   const int64_t chunk = int64_t(w.seg) * a.split.chunks + j;  // in the sequence
-  // The sequence's first slot (ChunkSlot::first) from w.t0, which is cu_seqlens[n] for a varlen
-  // item (varlen batches are never split: plan_split_for), without reading cu_seqlens[n] again at
-  // every chunk (ncu at the varlen case: 4% of the rerun's stall samples on that load).
-  const int64_t first = a.cu_seqlens ? w.t0 / 64 + w.n : ChunkSlot::first(a, w.n);
+  const int64_t first = ChunkSlot::first(a, w);  // from w.t0: no load of cu_seqlens[n] a chunk
   auto* out = static_cast<Element*>(a.states) + ((first + chunk) * a.HV + w.hv) * int64_t(kDK) * V +
               w.vb * kBV + c + r * V;
 #pragma unroll 1
