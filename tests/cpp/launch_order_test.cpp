@@ -82,6 +82,44 @@ TEST(LaunchOrder, ForwardEveryTileOnceLastQueryTilesFirstInEachGroup) {
         }
 }
 
+TEST(LaunchOrder, FlexShortTailEveryTileOnceAndItsTailAcrossHeads) {
+  for (int m_blocks : {1, 3, 16, 128})
+    for (int heads : {1, 3, 16})
+      for (int batch : {1, 2})
+        for (int tail = 0; tail <= m_blocks; tail += (m_blocks > 16 ? 17 : 1)) {
+          SCOPED_TRACE(std::to_string(m_blocks) + " query tiles, " + std::to_string(heads) + " heads, " + std::to_string(batch) +
+                       " seqs, tail " + std::to_string(tail));
+          std::set<std::tuple<int, int, int>> seen;
+          std::vector<int> last_m(heads * batch, m_blocks);
+          for (int tile = 0; tile < m_blocks * heads * batch; ++tile) {
+            const auto t = cuda::fwd_tile_at_short_tail(tile, m_blocks, heads, tail);
+            ASSERT_TRUE(t.m_block >= 0 && t.m_block < m_blocks && t.head >= 0 && t.head < heads && t.batch >= 0 && t.batch < batch);
+            ASSERT_TRUE(seen.insert({t.m_block, t.head, t.batch}).second) << "a tile twice at " << tile;
+            const int pair = t.head + heads * t.batch;
+            EXPECT_EQ(t.m_block, last_m[pair] - 1) << "a head's query tiles out of order at " << tile;
+            last_m[pair] = t.m_block;
+            const int in_seq = tile % (m_blocks * heads);
+            EXPECT_EQ(t.batch, tile / (m_blocks * heads));
+            if (in_seq >= (m_blocks - tail) * heads) {  // the tail: m descending, heads fastest
+              EXPECT_EQ(t.head, in_seq % heads);
+              EXPECT_LT(t.m_block, tail);
+            } else {
+              EXPECT_GE(t.m_block, tail);
+            }
+            if (tail == 0) {
+              const auto plain = fwd_tile_at(tile, m_blocks, heads, 0);
+              EXPECT_TRUE(t.m_block == plain.m_block && t.head == plain.head && t.batch == plain.batch);
+            }
+          }
+          EXPECT_EQ(seen.size(), size_t(m_blocks) * heads * batch);
+        }
+  // Two waves of tiles at the end of each sequence, at most the whole sequence.
+  EXPECT_EQ(cuda::short_tail_m_blocks(128, 16, 132), 17);
+  EXPECT_EQ(cuda::short_tail_m_blocks(128, 32, 132), 9);
+  EXPECT_EQ(cuda::short_tail_m_blocks(8, 16, 132), 8);
+  EXPECT_EQ(cuda::short_tail_m_blocks(128, 1, 132), 128);
+}
+
 TEST(LaunchOrder, GroupsOnlyWhereTheMaskVariesTheWork) {
   MaskOptions causal_mask;
   causal_mask.causal = true;

@@ -23,6 +23,7 @@ struct AttnFwdArgs {
   int num_tiles = 0;               // num_m_blocks * heads_q * batch
   int* tile_counter = nullptr;     // device int in the caller's workspace, zeroed by each launch
   int heads_per_group_log2 = 0;    // tile order (launch_order.hpp); set by launch_fwd
+  int tail_m_blocks = 0;           // flex's tile order (launch_order.hpp, fwd_tile_at_short_tail)
   int heads_q = 0, heads_kv = 0;
   const int32_t* cu_seqlens_q = nullptr;  // device pointers, both set for varlen
   const int32_t* cu_seqlens_k = nullptr;

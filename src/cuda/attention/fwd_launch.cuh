@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 #include "src/cuda/attention/fwd_kernel.cuh"
 #include "src/cuda/smem_optin.cuh"
@@ -43,8 +42,7 @@ cudaError_t launch_fwd(const AttnFwdArgs& a, const typename Variant::Args& extra
   p.tma_k = make_tma_copy(SM90_TMA_LOAD{}, mK, take<0, 2>(typename T::SmemLayoutK{}), Shape<Int<T::kBlockN>, Int<kHeadDim>>{}, _1{});
   p.tma_v = make_tma_copy(SM90_TMA_LOAD{}, mVt, take<0, 2>(typename T::SmemLayoutVt{}), Shape<Int<kHeadDim>, Int<T::kBlockN>>{}, _1{});
 
-  if constexpr (std::is_same_v<typename Variant::template Tile<T>, TileInfo<T>>)  // the variants whose tiles honour it
-    p.args.heads_per_group_log2 = head_group_log2(mask_varies_work(a.mask), p.args.num_m_blocks, a.heads_q, a.num_sms);
+  Variant::set_tile_order(p.args, extra);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(tiles, a.num_sms)));  // persistent CTAs
   // The dynamic scheduler's counter starts at 0 on every launch (a memset node under graph capture).
   cudaError_t err0 = cudaMemsetAsync(a.tile_counter, 0, sizeof(int), static_cast<cudaStream_t>(a.stream));

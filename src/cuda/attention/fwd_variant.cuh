@@ -11,6 +11,8 @@
 //                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n
 //   Epilogue<Traits>     store(a, extra, tile, o_rc, coord_rc, lse): a consumer thread's rows of
 //                        the normalised fp32 output and their LSE
+//   set_tile_order(a, extra)  the order in which the Tile decodes tile indices (launch_order.hpp):
+//                        AttnFwdArgs::heads_per_group_log2 / tail_m_blocks, set by launch_fwd
 // This file holds the softmax attention variant (mask rule, softcap); flex attention's is in
 // src/cuda/flex/fwd_variant.cuh.
 #pragma once
@@ -99,6 +101,9 @@ struct DenseVariant {
   using Scores = DenseScores<Traits>;
   template <class Traits>
   using Epilogue = OutputEpilogue<Traits>;
+  static void set_tile_order(AttnFwdArgs& a, const Args&) {
+    a.heads_per_group_log2 = head_group_log2(mask_varies_work(a.mask), a.num_m_blocks, a.heads_q, a.num_sms);
+  }
 };
 
 }  // namespace attnkit::cuda::attn

@@ -45,6 +45,33 @@ ATTNKIT_HD FwdTileAt fwd_tile_at(int tile, int m_blocks, int heads, int lg) {
   return {m_blocks - 1 - (in_group >> lg), head, group / groups_per_seq};
 }
 
+// Flex attention's forward with a BlockMask, whose rows' lengths follow no rule the launch can see
+// (a document mask's saw-tooth within every document): each sequence's query tiles m >= tail head
+// by head, the last first (so that concurrent CTAs share their heads' K / V in L2, as plain order
+// does), then its tiles m < tail across all heads (m descending, heads fastest), so that the last
+// tiles handed out are the shortest rows of every head, not one head's mix of long and short ones.
+// Index within a sequence: head * (m_blocks - tail) + (m_blocks - 1 - m) for m >= tail, then
+// (m_blocks - tail) * heads + (tail - 1 - m) * heads + head. tail = 0 is plain order.
+ATTNKIT_HD FwdTileAt fwd_tile_at_short_tail(int tile, int m_blocks, int heads, int tail) {
+  const int per_seq = m_blocks * heads, batch = tile / per_seq;
+  const int body_rows = m_blocks - tail, in_seq = tile - batch * per_seq, body = body_rows * heads;
+  if (in_seq < body) {
+    const int head = in_seq / body_rows;
+    return {m_blocks - 1 - (in_seq - head * body_rows), head, batch};
+  }
+  const int in_tail = in_seq - body, row = in_tail / heads;
+  return {tail - 1 - row, in_tail - row * heads, batch};
+}
+
+// The short tail's length: two waves of tiles (a simulation of the dynamic scheduler over 132 SMs,
+// docs/perf/flex_fwd.md v17: one wave left the documents row's last CTA 2.5% past the mean, two
+// 1.1%, plain order 6.4%).
+inline int short_tail_m_blocks(int m_blocks, int heads, int num_sms) {
+  if (heads <= 0) return 0;
+  const int rows = (2 * num_sms + heads - 1) / heads;
+  return rows < m_blocks ? rows : m_blocks;
+}
+
 // The backward's grid is (key tiles * G, heads / G, sequences), x fastest in launch order, and CTA
 // (x, y, z) takes key tile x / G of head y * G + x % G. A key tile starts after every lower key
 // tile of its (head, sequence) (the ordered dQ adds wait only on those: no deadlock). The

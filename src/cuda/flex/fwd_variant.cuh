@@ -51,7 +51,8 @@ struct FlexArgs {
 
 // Key tiles of one query tile, in visiting order: partial blocks first, then full ones; with
 // split-KV, part `split` of them. Only counts live in registers; list addresses are recomputed
-// from the kernel parameters. Tile index: split fastest, then the dense kernel's (m, head, batch).
+// from the kernel parameters. Tile index: split fastest, then (m, head, batch) in the order of
+// launch_order.hpp's fwd_tile_at_short_tail (with a BlockMask; without one, plain order).
 // Its plain values, which the producer shares with the consumers (fwd_traits.cuh, tile_desc).
 struct FlexTileShared {
   int split, m_block, head, batch;
@@ -60,11 +61,9 @@ struct FlexTileShared {
   int first = 0, count = 0;       // this part's entries [first, first + count) of the visiting order
 
   CUTE_DEVICE FlexTileShared(const AttnFwdArgs& a, int num_splits, int tile)
-      : split(tile % num_splits),
-        m_block(a.num_m_blocks - 1 - (tile / num_splits) % a.num_m_blocks),
-        head((tile / num_splits / a.num_m_blocks) % a.heads_q),
-        batch(tile / num_splits / a.num_m_blocks / a.heads_q),
-        seq(a, batch) {}
+      : FlexTileShared(a, tile % num_splits, fwd_tile_at_short_tail(tile / num_splits, a.num_m_blocks, a.heads_q, a.tail_m_blocks)) {}
+  CUTE_DEVICE FlexTileShared(const AttnFwdArgs& a, int split_, FwdTileAt at)
+      : split(split_), m_block(at.m_block), head(at.head), batch(at.batch), seq(a, batch) {}
 };
 
 template <class Traits, class Args>
@@ -363,6 +362,11 @@ struct FlexVariant {
   using Scores = FlexScores<Traits, Args, kPackedHeads>;
   template <class Traits>
   using Epilogue = FlexEpilogue<Traits>;
+  // A BlockMask's rows differ in length by no rule the launch knows: the shortest rows of every
+  // head last (launch_order.hpp). Without one every row visits every key tile: plain order.
+  static void set_tile_order(AttnFwdArgs& a, const Args& f) {
+    a.tail_m_blocks = f.block_mask ? short_tail_m_blocks(a.num_m_blocks, a.heads_q, a.num_sms) : 0;
+  }
 };
 
 // The built-in catalog (flex.hpp's FlexMods): one instantiation per (dtype, head dim); which
