@@ -158,7 +158,8 @@ TEST_F(FlexBwdGpu, DqAddedByTheConsumersWithoutABlockMask) {
 }
 
 // deterministic: dQ partials in key-tile order (the BlockMask's turns) and GQA sums in head order —
-// ten runs bitwise equal, and within the error rule.
+// ten runs bitwise equal, and within the error rule. The document cases also take the launch order
+// of launch_order.hpp's all_heads_group_log2.
 TEST_F(FlexBwdGpu, DeterministicIsBitwise) {
   std::vector<FlexGpuCase> cases(3);
   cases.push_back(sparse_pattern_case());  // D128: full blocks above the diagonal (mask_mod skipped), in the ordered lists
@@ -173,6 +174,12 @@ TEST_F(FlexBwdGpu, DeterministicIsBitwise) {
   cases[2].Sq = cases[2].Sk = 512;  // the sparse pattern, D256
   cases[2].D = 256;
   cases[2].block_pattern = [](int64_t, int64_t h, int64_t, int64_t j) { return ((j / 128) + h) % 2 == 0; };
+  FlexGpuCase docs;  // documents and causal through a BlockMask, 8 heads: launched all heads in one group
+  docs.Sq = docs.Sk = 640;
+  docs.Hq = docs.Hkv = 8;
+  docs.document = true;
+  docs.causal = true;
+  cases.push_back(docs);
   FlexGpuCase plain;  // no mods, no BlockMask: the softmax attention backward runs it
   plain.Sq = plain.Sk = 700;
   plain.block_mask = 0;

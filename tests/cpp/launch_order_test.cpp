@@ -113,6 +113,11 @@ TEST(LaunchOrder, FlexShortTailEveryTileOnceAndItsTailAcrossHeads) {
           }
           EXPECT_EQ(seen.size(), size_t(m_blocks) * heads * batch);
         }
+  // The deterministic documents' backward: one group of the largest power of two dividing the heads.
+  EXPECT_EQ(cuda::all_heads_group_log2(16), 4);
+  EXPECT_EQ(cuda::all_heads_group_log2(12), 2);
+  EXPECT_EQ(cuda::all_heads_group_log2(9), 0);
+  EXPECT_EQ(cuda::all_heads_group_log2(0), 0);
   // Two waves of tiles at the end of each sequence, at most the whole sequence.
   EXPECT_EQ(cuda::short_tail_m_blocks(128, 16, 132), 17);
   EXPECT_EQ(cuda::short_tail_m_blocks(128, 32, 132), 9);

@@ -67,7 +67,9 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   BwdParams<T, Variant> p;
   p.args = a;
   const int grid_heads = a.heads_q >> a.heads_per_cta_log2;  // query heads, or packed groups of them
-  p.args.heads_per_group_log2 = head_group_log2(work_differs, n_blocks, grid_heads, a.num_sms);  // launch_order.hpp
+  p.args.heads_per_group_log2 = a.ordered_dq && Variant::ordered_dq_convoys(extra)  // launch_order.hpp
+                                    ? all_heads_group_log2(grid_heads)
+                                    : head_group_log2(work_differs, n_blocks, grid_heads, a.num_sms);
   p.extra = extra;
   // Empty sides still get a valid TMA descriptor (never read: no query tile meets a key tile).
   p.shape_q = make_shape(std::max(a.seqlen_q, 1), kHeadDim, a.heads_q, batch_dim);

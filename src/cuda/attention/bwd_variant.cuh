@@ -4,6 +4,8 @@
 //   Args             extra kernel parameters beside AttnBwdArgs (BwdParams::extra)
 //   key_tiles_differ(extra)  whether its key tiles meet different numbers of query tiles beyond
 //                    what AttnBwdArgs::mask says (host; picks the launch order: launch_order.hpp)
+//   ordered_dq_convoys(extra)  whether, with ordered dQ adds, key tiles launched side by side
+//                    would queue for the same query tiles (host; launch_order.hpp)
 //   Tile<Traits>     built from (args, extra) in every role of the CTA (key tile, query head,
 //                    sequence: bwd_cta): n_block, head, batch, seq, skip(), num_query_tiles(),
 //                    query_tile(j) — the j-th query tile in visiting order, head_offset(j) —
@@ -76,6 +78,7 @@ template <bool kPackedHeads>
 struct DenseBwdVariantT {
   struct Args {};
   static bool key_tiles_differ(const Args&) { return false; }  // beyond what the mask says (launch_order.hpp)
+  static bool ordered_dq_convoys(const Args&) { return false; }
   template <class Traits>
   using Tile = BwdTileInfo<Traits, kPackedHeads>;
   template <class Traits>

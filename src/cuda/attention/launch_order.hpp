@@ -45,6 +45,19 @@ ATTNKIT_HD FwdTileAt fwd_tile_at(int tile, int m_blocks, int heads, int lg) {
   return {m_blocks - 1 - (in_group >> lg), head, group / groups_per_seq};
 }
 
+// log2 G with every head of a sequence in one group (the largest power of two dividing the heads).
+// Flex's deterministic backward under a document mask (docs/perf/flex_bwd.md, v26): every key tile
+// of a document visits the document's query tiles from its last one down, and in the ordered mode
+// adds into each after the key tiles before it; started side by side (plain order puts a head's
+// key tiles in one wave) they queue at the document's last query tile, the k-th waiting k steps.
+// With all heads in one group a wave holds a few key tiles of each head and the later ones start
+// when the earlier ones are well under way.
+inline int all_heads_group_log2(int heads) {
+  int lg = 0;
+  while (heads > 0 && heads % (2 << lg) == 0) ++lg;
+  return lg;
+}
+
 // Flex attention's forward with a BlockMask, whose rows' lengths follow no rule the launch can see
 // (a document mask's saw-tooth within every document): each sequence's query tiles m >= tail head
 // by head, the last first (so that concurrent CTAs share their heads' K / V in L2, as plain order

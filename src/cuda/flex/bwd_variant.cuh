@@ -266,6 +266,12 @@ struct FlexBwdVariant {
   using Probs = FlexBwdProbs<Traits, Args>;
   // A BlockMask gives key tiles lists of different lengths: grouped launch order (launch_order.hpp).
   static bool key_tiles_differ(const Args& f) { return f.block_mask; }
+  // The catalog's document mask: a document's key tiles all start at its last query tile
+  // (launch_order.hpp, all_heads_group_log2).
+  static bool ordered_dq_convoys(const Args& f) {
+    if constexpr (std::is_same_v<MaskMod, CatalogMaskMod>) return f.use_mask_mod && f.mask_mod.document.doc_q != nullptr;
+    else return false;
+  }
 };
 
 using CatalogBwdVariant = FlexBwdVariant<CatalogScoreMod, CatalogMaskMod>;
