@@ -113,16 +113,22 @@ TEST(LaunchOrder, FlexShortTailEveryTileOnceAndItsTailAcrossHeads) {
           }
           EXPECT_EQ(seen.size(), size_t(m_blocks) * heads * batch);
         }
-  // The deterministic documents' backward: one group of the largest power of two dividing the heads.
-  EXPECT_EQ(cuda::all_heads_group_log2(16), 4);
-  EXPECT_EQ(cuda::all_heads_group_log2(12), 2);
-  EXPECT_EQ(cuda::all_heads_group_log2(9), 0);
-  EXPECT_EQ(cuda::all_heads_group_log2(0), 0);
   // Two waves of tiles at the end of each sequence, at most the whole sequence.
   EXPECT_EQ(cuda::short_tail_m_blocks(128, 16, 132), 17);
   EXPECT_EQ(cuda::short_tail_m_blocks(128, 32, 132), 9);
   EXPECT_EQ(cuda::short_tail_m_blocks(8, 16, 132), 8);
   EXPECT_EQ(cuda::short_tail_m_blocks(128, 1, 132), 128);
+}
+
+// Flex's deterministic backward under a document mask: one group of the largest power of two
+// dividing the heads (bwd_grid then has a single row of groups when the heads are a power of two).
+TEST(LaunchOrder, DeterministicDocumentsGroupAllHeads) {
+  EXPECT_EQ(cuda::all_heads_group_log2(16), 4);
+  EXPECT_EQ(cuda::all_heads_group_log2(12), 2);
+  EXPECT_EQ(cuda::all_heads_group_log2(9), 0);
+  EXPECT_EQ(cuda::all_heads_group_log2(0), 0);
+  const auto g = bwd_grid(128, 16, 1, cuda::all_heads_group_log2(16));
+  EXPECT_TRUE(g.x == 128 * 16 && g.y == 1 && g.z == 1);
 }
 
 TEST(LaunchOrder, GroupsOnlyWhereTheMaskVariesTheWork) {
