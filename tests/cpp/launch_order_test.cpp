@@ -156,6 +156,20 @@ TEST(LaunchOrder, GroupsOnlyWhereTheMaskVariesTheWork) {
   EXPECT_TRUE(g.x == 128 && g.y == 2 && g.z == 8);
 }
 
+// The preprocess beside the main kernel: only where dq_accum is zeroed and past 512 keys (shorter
+// sequences outrun it on its eighth of the SMs); with work that differs per tile, on an H200 up to
+// 2048 keys.
+TEST(BwdRules, PreprocessBesideOnlyPastShortSequences) {
+  const bool zeroed = true, differs = true, fast = true;
+  EXPECT_EQ(cuda::preprocess_sms_rule(132, !zeroed, !differs, 4096, fast), 0);
+  EXPECT_EQ(cuda::preprocess_sms_rule(132, zeroed, !differs, 256, fast), 0);
+  EXPECT_EQ(cuda::preprocess_sms_rule(132, zeroed, !differs, 512, fast), 0);
+  EXPECT_EQ(cuda::preprocess_sms_rule(132, zeroed, !differs, 1024, fast), 132 / 8);
+  EXPECT_EQ(cuda::preprocess_sms_rule(132, zeroed, differs, 1024, fast), 132 / 4);
+  EXPECT_EQ(cuda::preprocess_sms_rule(132, zeroed, differs, 4096, fast), 0);
+  EXPECT_EQ(cuda::preprocess_sms_rule(132, zeroed, differs, 1024, !fast), 0);
+}
+
 TEST(BwdWorkspace, RowsPast32BitsAreRefused) {
   cuda::BwdShape s;
   s.batch = 1;

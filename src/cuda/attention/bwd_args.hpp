@@ -135,9 +135,13 @@ inline bool dq_zeroed_rule(bool ordered_dq, int max_seqlen_k, bool masked, int h
 // as much as the overlap saves (flex causal / ALiBi +1-2%). On a fast memory system (an H200) the
 // masked rows of at most 2048 keys, zeroed there since dq_zeroed_rule's H200 case, take a quarter
 // of the SMs: D128 S2k causal 0.818 ms against 0.831 with the preprocess first, D64 1.119 against
-// 1.125 (docs/perf/attention_bwd.md, "The launch rules on the H200").
+// 1.125 (docs/perf/attention_bwd.md, "The launch rules on the H200"). Not at 512 keys or fewer: the
+// preprocess's bytes grow with the rows and the main kernel's work with their square, so short
+// sequences outrun the preprocess on its few SMs, each CTA waiting for its head's count — varlen
+// 64 x 256 tokens without a mask ran 0.473 ms beside against 0.365 with the preprocess first, 32 x
+// 512 0.496 against 0.488 (H200, docs/perf/attention_bwd.md, "Short sequences: the preprocess first").
 inline int preprocess_sms_rule(int num_sms, bool dq_zeroed, bool work_differs, int max_seqlen_k, bool fast_dram) {
-  if (!dq_zeroed) return 0;
+  if (!dq_zeroed || max_seqlen_k <= 512) return 0;
   if (!work_differs) return num_sms / 8;
   return fast_dram && max_seqlen_k <= 2048 ? num_sms / 4 : 0;
 }
