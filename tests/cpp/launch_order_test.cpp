@@ -2,8 +2,9 @@
 // (launch_order.hpp). Backward: every (key tile, head, sequence) exactly once, a pair's key tiles in
 // ascending order (the ordered dQ adds wait on lower key tiles only: a later one first would
 // deadlock), each group's key tile n before its key tile n + 1. Forward: every (query tile, head,
-// sequence) once, each group's query tiles last to first. The rule's choice of group size; and the
-// backward workspace's refusal of shapes whose rows overflow the kernels' 32-bit row index.
+// sequence) once, each group's query tiles last to first; flex's short tail. The rules' choice of
+// group size and of the preprocess beside the backward; and the backward workspace's refusal of
+// shapes whose rows overflow the kernels' 32-bit row index.
 #include <gtest/gtest.h>
 
 #include <set>
