@@ -90,6 +90,14 @@ template <class M>
 inline constexpr bool has_derivative_from_output_v<
     M, std::void_t<decltype(std::declval<const M&>().derivative_from_output(0.f))>> = true;
 
+// Whether the catalog's document part is on (uniform over the launch): the probabilities' id
+// compares (FlexBwdProbs) and the deterministic launch order (FlexBwdVariant) both ask.
+template <class Args>
+CUTE_HOST_DEVICE bool documents_on(const Args& f) {
+  if constexpr (std::is_same_v<decltype(Args::mask_mod), CatalogMaskMod>) return f.use_mask_mod && f.mask_mod.document.doc_q != nullptr;
+  else return false;
+}
+
 template <class Traits, class Args>
 struct FlexBwdProbs {
   using ScoreMod = decltype(Args::score_mod);
@@ -119,11 +127,7 @@ struct FlexBwdProbs {
     }
   }
 
-  // Whether the catalog's document part is on (uniform).
-  CUTE_DEVICE bool documents() const {
-    if constexpr (std::is_same_v<MaskMod, CatalogMaskMod>) return f.use_mask_mod && f.mask_mod.document.doc_q != nullptr;
-    else return false;
-  }
+  CUTE_DEVICE bool documents() const { return documents_on(f); }
 
   // This thread's row id of the tile where the document part will run (t < 64; else unused).
   CUTE_DEVICE int32_t start_tile(attn::BwdVisit visit) const {
@@ -268,10 +272,7 @@ struct FlexBwdVariant {
   static bool key_tiles_differ(const Args& f) { return f.block_mask; }
   // The catalog's document mask: a document's key tiles all start at its last query tile
   // (launch_order.hpp, all_heads_group_log2).
-  static bool ordered_dq_convoys(const Args& f) {
-    if constexpr (std::is_same_v<MaskMod, CatalogMaskMod>) return f.use_mask_mod && f.mask_mod.document.doc_q != nullptr;
-    else return false;
-  }
+  static bool ordered_dq_convoys(const Args& f) { return documents_on(f); }
 };
 
 using CatalogBwdVariant = FlexBwdVariant<CatalogScoreMod, CatalogMaskMod>;
