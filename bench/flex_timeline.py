@@ -4,7 +4,7 @@ unlike ncu's serialised launches): each kernel's start relative to the call's fi
 duration, and the call's span. A 256 MB buffer is zeroed before each call, as triton's do_bench
 (bench_flex.py's timer) does.
 
-    python3 bench/flex_timeline.py [--out DIR] [--cases sliding1024,document_causal,noop]
+    python3 bench/flex_timeline.py [--out DIR] [--cases sliding1024,document_causal,causal,noop]
 
 A diagnostic (where a call's time goes), not a benchmark.
 """
