@@ -162,20 +162,20 @@ __global__ void __launch_bounds__(256) attention_bwd_dq_kernel(const AttnBwdArgs
   }
   Tensor acc_rc = as_rowcol(acc);
   Tensor c_rc = as_rowcol(mma.get_thread_slice(t).partition_C(make_identity_tensor(Shape<Int<T::kBlockM>, Int<T::kHeadDim>>{})));
-  const bool varlen = a.cu_seqlens_q != nullptr;
   CUTE_UNROLL
-  for (int mi = 0; mi < size<0>(acc_rc); ++mi) {
+  for (int i = 0; i < size(acc); ++i) acc(i) *= a.scale;
+  // 16-byte row stores (fragment.cuh; dq is checked 16-byte aligned), every row transposed first.
+  constexpr int kRows = decltype(size<0>(acc_rc))::value;
+  uint32_t words[kRows][kRunsOf<decltype(acc_rc)>][4];
+  CUTE_UNROLL
+  for (int mi = 0; mi < kRows; ++mi) quad_transpose_row<Element>(acc_rc, mi, words[mi]);
+  const bool varlen = a.cu_seqlens_q != nullptr;
+  Element* out = static_cast<Element*>(a.dq) + (varlen ? 0 : b * a.dq_stride[0]) + h * a.dq_stride[2];
+  CUTE_UNROLL
+  for (int mi = 0; mi < kRows; ++mi) {
     const int row = m * T::kBlockM + get<0>(c_rc(mi, 0));
     if (row >= seq.seqlen_q) continue;
-    Element* out = static_cast<Element*>(a.dq) + (varlen ? 0 : b * a.dq_stride[0]) + (int64_t(seq.offset_q) + row) * a.dq_stride[1] +
-                   h * a.dq_stride[2];
-    CUTE_UNROLL
-    for (int ni = 0; ni < size<1>(acc_rc); ni += 2) {  // columns (c, c + 1) are adjacent registers
-      cutlass::Array<Element, 2> pair;
-      pair[0] = Element(a.scale * acc_rc(mi, ni));
-      pair[1] = Element(a.scale * acc_rc(mi, ni + 1));
-      *reinterpret_cast<cutlass::Array<Element, 2>*>(out + get<1>(c_rc(mi, ni))) = pair;
-    }
+    store_row_16b(words[mi], c_rc, mi, out + (int64_t(seq.offset_q) + row) * a.dq_stride[1]);
   }
   if (holds_stream) wait_for_prerequisites();
 }
