@@ -77,6 +77,12 @@ def cases(S, dev):
     ]
 
 
+def mask_mods(S, dev):
+    """{case name: mask mod} of cases(S, dev): the diagnostics beside this bench (flex_timeline.py,
+    flex_fraction_check.py, flex_timer_check.py) time the bench's own BlockMasks."""
+    return {c[0]: c[3] for c in cases(S, dev)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")

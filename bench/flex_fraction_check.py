@@ -18,9 +18,8 @@ from torch.nn.attention.flex_attention import create_block_mask
 from triton.testing import do_bench
 
 import attnkit
-from attnkit import flex
 from bench_attention import device_meta, write_rows
-from bench_flex import D, H, backward_of
+from bench_flex import D, H, backward_of, mask_mods
 
 
 def gpu_state():
@@ -57,9 +56,8 @@ def main():
     meta = device_meta()
     torch.manual_seed(0)
     q, k, v, dout = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
-    docs = torch.randint(0, 8, (1, S), device=dev, dtype=torch.int32).sort(dim=1).values  # bench_flex.py's
-    masks = [("causal", flex.causal()), ("sliding1024", flex.and_masks(flex.causal(), flex.sliding_window(1024))),
-             ("document_causal", flex.and_masks(flex.causal(), flex.document_mask(docs)))]
+    mods = mask_mods(S, dev)
+    masks = [(name, mods[name]) for name in ("causal", "sliding1024", "document_causal")]
     dense_fwd = lambda: attnkit.flex_attention(q, k, v)
     dense_bwd, _ = backward_of(lambda *t: attnkit.flex_attention(*t), q, k, v, dout)
     dense_fl = 4 * B * H * S * S * D

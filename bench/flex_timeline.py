@@ -16,8 +16,7 @@ from torch.nn.attention.flex_attention import create_block_mask
 from torch.profiler import ProfilerActivity, profile
 
 import attnkit
-from attnkit import flex
-from bench_flex import D, H, backward_of
+from bench_flex import D, H, backward_of, mask_mods
 
 
 def kernel_events(prof):
@@ -38,10 +37,7 @@ def main():
     dev, S, B = "cuda", 16384, 1
     torch.manual_seed(0)
     q, k, v, dout = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(4))
-    docs = torch.randint(0, 8, (1, S), device=dev, dtype=torch.int32).sort(dim=1).values  # bench_flex.py's
-    mods = {"noop": None, "causal": flex.causal(),
-            "sliding1024": flex.and_masks(flex.causal(), flex.sliding_window(1024)),
-            "document_causal": flex.and_masks(flex.causal(), flex.document_mask(docs))}
+    mods = mask_mods(S, dev)
     cache = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device=dev)
     report = []
     for name in args.cases.split(","):

@@ -16,8 +16,7 @@ from torch.nn.attention.flex_attention import create_block_mask
 from triton.testing import do_bench, do_bench_cudagraph
 
 import attnkit
-from attnkit import flex
-from bench_flex import D, H
+from bench_flex import D, H, mask_mods
 
 
 def loop_ms(fn, reps, fill):
@@ -57,10 +56,10 @@ def main():
     dev, S, B = "cuda", 16384, 1
     torch.manual_seed(0)
     q, k, v = (torch.randn(B, H, S, D, device=dev, dtype=torch.bfloat16) for _ in range(3))
-    docs = torch.randint(0, 8, (1, S), device=dev, dtype=torch.int32).sort(dim=1).values  # bench_flex.py's
+    mods = mask_mods(S, dev)
     rows = []
-    for name, mm in (("noop", None), ("sliding1024", flex.and_masks(flex.causal(), flex.sliding_window(1024))),
-                     ("document_causal", flex.and_masks(flex.causal(), flex.document_mask(docs)))):
+    for name in ("noop", "sliding1024", "document_causal"):
+        mm = mods[name]
         bm = create_block_mask(mm, B, None, S, S, device=dev) if mm is not None else None
         fn = lambda: attnkit.flex_attention(q, k, v, block_mask=bm)
         r = dict(case=name,
