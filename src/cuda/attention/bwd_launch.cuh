@@ -46,7 +46,8 @@ cudaError_t launch_bwd(const AttnBwdArgs& args, const typename Variant::Args& ex
   if (max_rows > 0) {
     // (After a memset the kernel ahead is not the one that allows an early start.)
     const bool early = a.preprocess_after_trigger && !zero_dkv && a.preprocess_sms == 0;
-    const dim3 grid(max_rows / T::kBlockM, a.heads_q, a.batch);
+    // (tile x head, sequence), heads fastest; tiles x heads < 2^31: q itself would be terabytes first.
+    const dim3 grid(unsigned(max_rows / T::kBlockM) * a.heads_q, a.batch);
     if (a.preprocess_sms > 0) {
       err = ensure_dynamic_smem<attention_bwd_preprocess_beside_kernel<Element, kHeadDim>>(kPreprocessBesideSmem);
       if (err == cudaSuccess) {

@@ -40,6 +40,16 @@ CUTE_DEVICE bool preprocess_tile(const AttnBwdArgs& a, int m, int h, int b, int 
   // Rows start 16-byte aligned: check_bwd_tma_operands asks out and dout for 16-byte aligned
   // pointers and strides (TMA's rule), so 16-byte loads are always legal here.
   const int col = (t % kRowPieces) * 8;
+  // The rows' lse, issued with the O and dO loads (one DRAM round trip a block, not two): read by
+  // the first thread of each row's pieces.
+  float lse[kPasses];
+  CUTE_UNROLL
+  for (int i = 0; i < kPasses; ++i) {
+    const int r = m * kBwdBlockM + i * kRowsPerPass + t / kRowPieces;
+    lse[i] = t % kRowPieces == 0 && r < seq.seqlen_q
+                 ? a.lse[(varlen ? 0 : b * a.lse_stride[0]) + h * a.lse_stride[1] + (int64_t(seq.offset_q) + r) * a.lse_stride[2]]
+                 : -INFINITY;
+  }
   float part[kPasses];  // this thread's share of its row's delta, per pass
   CUTE_UNROLL
   for (int i = 0; i < kPasses; ++i) {
@@ -68,21 +78,21 @@ CUTE_DEVICE bool preprocess_tile(const AttnBwdArgs& a, int m, int h, int b, int 
     for (int w = kRowPieces / 2; w > 0; w /= 2) delta += __shfl_xor_sync(0xffffffff, delta, w);
     const int lr = i * kRowsPerPass + t / kRowPieces, r = m * kBwdBlockM + lr;  // rows past Sq: padding
     if (t % kRowPieces != 0) continue;
-    float lse2 = INFINITY;  // padding, and rows that see no key (lse = -inf)
-    if (r < seq.seqlen_q) {
-      const float lse = a.lse[(varlen ? 0 : b * a.lse_stride[0]) + h * a.lse_stride[1] + (int64_t(seq.offset_q) + r) * a.lse_stride[2]];
-      if (lse != -INFINITY) lse2 = lse * float(M_LOG2E);
-    }
+    // padding, and rows that see no key (lse = -inf): +inf
+    const float lse2 = r < seq.seqlen_q && lse[i] != -INFINITY ? lse[i] * float(M_LOG2E) : INFINITY;
     a.delta[row0 + lr] = delta;
     a.lse2[row0 + lr] = lse2;
   }
   return true;
 }
 
-// grid (query tiles of the longest sequence, heads_q, batch), 256 threads: a block per query tile.
+// grid (query tiles of the longest sequence x heads_q, batch), 256 threads: a block per query tile,
+// heads fastest, so that the blocks running at once read whole token rows of O and dO ([S, H, D]:
+// all heads of a run of tokens) rather than one head's 256-byte pieces 4 KB apart.
 template <class Element, int kHeadDim>
 __global__ void __launch_bounds__(256) attention_bwd_preprocess_kernel(const AttnBwdArgs a) {
-  preprocess_tile<Element, kHeadDim>(a, blockIdx.x, blockIdx.y, blockIdx.z, threadIdx.x);
+  const int h = blockIdx.x % a.heads_q, m = blockIdx.x / a.heads_q;
+  preprocess_tile<Element, kHeadDim>(a, m, h, blockIdx.y, threadIdx.x);
   // Launched to overlap the kernel ahead (AttnBwdArgs::preprocess_after_trigger): not done before it is.
   wait_for_prerequisites();
 }
