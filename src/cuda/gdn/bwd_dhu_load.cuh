@@ -174,12 +174,17 @@ struct DhuLoadWarpgroup {
     const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
     auto& st = sm.stage[s];
     if (a.vec16) {
+      // Two issuing threads, one a warp (the boxes' coordinate work is a serial chain of uniform
+      // instructions): the first posts the stage's whole byte count with its arrival, so bytes the
+      // second's boxes land first only take the transaction count below zero for a while.
+      uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
       if (half_tid() == 0) {
-        uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads and writes first
         sm.rows_landed[s].arrive_and_expect_tx(T::kTmaBytes);
         issue_box(p.tma_q, get<0>(boxes), j, s, bar);
         issue_box(p.tma_k, get<1>(boxes), j, s, bar);
+      } else if (half_tid() == 32) {
+        cutlass::arch::fence_view_async_shared();
         issue_box(p.tma_w, get<2>(boxes), j, s, bar);
         issue_box(p.tma_do, get<3>(boxes), j, s, bar);
         if constexpr (!T::kLocal) issue_box(p.tma_dv, get<4>(boxes), j, s, bar);
