@@ -174,9 +174,10 @@ struct DhuLoadWarpgroup {
     const int s = i % T::kStages, j = chunk_of(i), valid = it.valid_rows(j);
     auto& st = sm.stage[s];
     if (a.vec16) {
-      // Two issuing threads, one a warp (the boxes' coordinate work is a serial chain of uniform
-      // instructions): the first posts the stage's whole byte count with its arrival, so bytes the
-      // second's boxes land first only take the transaction count below zero for a while.
+      // Two issuing threads, one in each warp of the half (each box's coordinates are a serial chain
+      // of uniform instructions). Thread 0's arrival posts the stage's whole byte count: the phase
+      // needs that arrival, so bytes of thread 32's boxes landing first only take the transaction
+      // count below zero for a while.
       uint64_t& bar = reinterpret_cast<uint64_t&>(sm.rows_landed[s]);
       if (half_tid() == 0) {
         cutlass::arch::fence_view_async_shared();  // this stage's earlier generic reads and writes first
