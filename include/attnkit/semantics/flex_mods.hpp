@@ -59,6 +59,21 @@ struct AlibiScoreMod {
   }
 };
 
+// tanh of a float: on the GPU one MUFU.TANH (tanh.approx.f32, relative error below 2^-10.9, as
+// FlashAttention's softcap), not tanhf's EX2, RCP and a dozen FMAs — with the softmax's EX2 that was
+// three MUFU ops a score against the noop's one, and the softcap forward ran at the MUFU pipe's rate
+// (docs/perf/flex_fwd.md, v18). Forward and backward both come here, so the backward recomputes the
+// forward's probabilities; the CPU backend keeps std::tanh.
+ATTNKIT_HD float softcap_tanh(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return std::tanh(x);
+#endif
+}
+
 struct SoftcapScoreMod {
   float cap = 0.f;      // > 0
   float inv_cap = 0.f;  // 1 / cap: a float division per element is a MUFU op plus a fix-up path
@@ -67,7 +82,9 @@ struct SoftcapScoreMod {
   template <class T>
   ATTNKIT_HD T operator()(T s, int64_t, int64_t, int64_t, int64_t, T* ds) const {
     const T c = static_cast<T>(cap);
-    const T t = std::tanh(std::is_same_v<T, float> ? s * inv_cap : s / c);  // float64 (CPU reference) divides
+    T t;
+    if constexpr (std::is_same_v<T, float>) t = softcap_tanh(s * inv_cap);
+    else t = std::tanh(s / c);  // float64 (the CPU reference) divides
     *ds = T(1) - t * t;
     return c * t;
   }
