@@ -5,11 +5,12 @@
 // Not a benchmark of record (no peers; bench/bench_attention.py is): a bisecting tool. CMake builds
 // the tree's own variant as the attention_fwd_probe target.
 //   fwd_probe                   the default shapes, twice
-//   fwd_probe D S B [causal]    one shape (for ncu: -k regex:attention_fwd -s 3 -c 1)
+//   fwd_probe D S B [causal [softcap]]   one shape (causal: anything but 0; for ncu: -k regex:attention_fwd -s 3 -c 1)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 #include "bench/probe_fill.cuh"
 #include "src/cuda/attention/fwd_launch.cuh"
@@ -18,7 +19,7 @@ using namespace attnkit::cuda;
 using Elt = cutlass::bfloat16_t;
 
 template <int D>
-void run_case(int B, int S, bool causal, int sms, int* counter) {
+void run_case(int B, int S, bool causal, int sms, int* counter, float softcap = 0.f) {
   const int H = 2048 / D;
   size_t n = size_t(B) * S * H * D;
   Elt *q, *k, *v, *o; float* lse;
@@ -31,6 +32,7 @@ void run_case(int B, int S, bool causal, int sms, int* counter) {
   a.lse_stride[0] = int64_t(H) * S; a.lse_stride[1] = S; a.lse_stride[2] = 1;
   a.batch = B; a.seqlen_q = a.seqlen_k = a.max_seqlen_q = S; a.heads_q = a.heads_kv = H;
   a.tile_counter = counter; a.scale = 1.f / sqrtf(float(D)); a.mask.causal = causal; a.num_sms = sms;
+  a.softcap = softcap;
   cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
   std::vector<float> ts;
   for (int it = 0; it < 43; ++it) {
@@ -43,7 +45,8 @@ void run_case(int B, int S, bool causal, int sms, int* counter) {
   std::sort(ts.begin(), ts.end());
   double flops = 4.0 * B * H * double(S) * S * D * (causal ? 0.5 : 1.0);
   double ms = ts[ts.size() / 2];
-  printf("D%-3d S%-5d %-6s %7.3f ms %6.1f TFLOP/s  err=%s\n", D, S, causal ? "causal" : "", ms, flops / ms / 1e9,
+  printf("D%-3d S%-5d %-6s %-10s %7.3f ms %6.1f TFLOP/s  err=%s\n", D, S, causal ? "causal" : "",
+         softcap > 0.f ? "softcap" : "", ms, flops / ms / 1e9,
          cudaGetErrorString(cudaGetLastError()));
   cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(lse);
 }
@@ -53,10 +56,11 @@ int main(int argc, char** argv) {
   int* counter; cudaMalloc(&counter, 16);
   if (argc >= 4) {
     const int d = atoi(argv[1]), s = atoi(argv[2]), b = atoi(argv[3]);
-    const bool causal = argc >= 5;
-    if (d == 64) run_case<64>(b, s, causal, sms, counter);
-    else if (d == 256) run_case<256>(b, s, causal, sms, counter);
-    else run_case<128>(b, s, causal, sms, counter);
+    const bool causal = argc >= 5 && std::strcmp(argv[4], "0") != 0;  // any word but 0
+    const float softcap = argc >= 6 ? float(atof(argv[5])) : 0.f;
+    if (d == 64) run_case<64>(b, s, causal, sms, counter, softcap);
+    else if (d == 256) run_case<256>(b, s, causal, sms, counter, softcap);
+    else run_case<128>(b, s, causal, sms, counter, softcap);
     return 0;
   }
   for (int rep = 0; rep < 2; ++rep) {
@@ -64,6 +68,8 @@ int main(int argc, char** argv) {
     run_case<128>(8, 2048, false, sms, counter);
     run_case<128>(8, 2048, true, sms, counter);
     run_case<128>(1, 16384, false, sms, counter);
+    run_case<128>(1, 16384, true, sms, counter);
+    run_case<128>(1, 16384, true, sms, counter, 30.f);
     run_case<64>(8, 2048, false, sms, counter);
     run_case<64>(1, 16384, false, sms, counter);
   }

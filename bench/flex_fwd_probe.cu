@@ -1,6 +1,6 @@
 // bench/flex_fwd_probe.cu — A/B probe of the flex attention forward through the public API
 // (flex_attention_forward): the catalog at bench_flex.py's shapes (B1 H16 S16384 D128 bf16; noop,
-// causal / sliding window 1024 / ALiBi + causal through a BlockMask) and its GQA decode (B8 Hq32
+// causal / sliding window 1024 / ALiBi + causal / softcap 30 + causal through a BlockMask) and its GQA decode (B8 Hq32
 // Hkv8 Sq1 Sk16384), CUDA events, median of 30 launches. Built once per kernel variant by
 // bench/flex_fwd_ab.sh (the variant's flex kernel and dispatch objects linked before the library):
 // a bisecting tool, not a benchmark of record (no peers; bench/bench_flex.py is).
@@ -29,7 +29,8 @@ const char* g_only = nullptr;  // argv[2]: run only the row of that name (e.g. u
 // The BlockMask (block_mask) follows the mods (window, documents) unless mask_window says
 // otherwise: a window of its own for the lists alone (the mods may then be off), or kAllFull.
 void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64_t sk, bool alibi, bool causal,
-         int64_t window, bool block_mask, int64_t doc_len = 0, int64_t mask_window = kMaskFollowsMods) {
+         int64_t window, bool block_mask, int64_t doc_len = 0, int64_t mask_window = kMaskFollowsMods,
+         double softcap = 0.0) {
   if (g_only && std::string(name) != g_only) return;
   const int64_t D = 128;
   Buffer q(B * hq * sq * D * 2), k(B * hkv * sk * D * 2), v(B * hkv * sk * D * 2), o(B * hq * sq * D * 2),
@@ -48,6 +49,7 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
   p.lse = on_gpu(lse.p, DType::kFloat32, {B, hq, sq});
   if (alibi) p.mods.alibi_slopes = on_gpu(slopes.p, DType::kFloat32, {hq});
   p.mods.causal = causal;
+  p.mods.softcap = softcap;
   std::vector<int32_t> ids;  // doc_len > 0: documents of doc_len tokens; < 0: -doc_len of random lengths (B1, Sq = Sk)
   if (doc_len < 0) ids = random_documents(sq, int(-doc_len));
   if (doc_len > 0) {
@@ -97,6 +99,7 @@ int main(int argc, char** argv) {
   run("document_causal", 1, 16, 16, 16384, 16384, false, true, -1, true, 2048);
   run("document_random", 1, 16, 16, 16384, 16384, false, true, -1, true, -8);
   run("alibi_causal", 1, 16, 16, 16384, 16384, true, true, -1, true);
+  run("softcap_causal", 1, 16, 16, 16384, 16384, false, true, -1, true, 0, kMaskFollowsMods, 30.0);
   run("gqa_dec_noop", 8, 32, 8, 1, 16384, false, false, -1, false);
   run("gqa_dec_alibi", 8, 32, 8, 1, 16384, true, false, -1, false);
   return 0;

@@ -37,7 +37,7 @@ CUTE_DEVICE void scores_to_probs(TensorS& tSrS, TensorP& tdVrP, TensorC const& c
     const int col = get<1>(cS(i));
     float x = tSrS(i), dtanh = 1.f;
     if constexpr (kSoftcap) {
-      const float t = tanhf(x * pa.softcap_in);
+      const float t = tanh_approx(x * pa.softcap_in);
       x = pa.softcap * t;
       dtanh = 1.f - t * t;
     }

@@ -7,8 +7,10 @@
 //   Tile<Traits>         built from (args, extra, tile index): m_block, head, batch, seq, skip(),
 //                        num_key_tiles(), key_tile(i) — the i-th key tile in visiting order
 //   Scores<Traits>       built per tile by a consumer warpgroup (with Traits::kScratchFloats of
-//                        shared memory of its own): scale_log2(), lse_scale(), and
-//                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n
+//                        shared memory of its own): scale_log2(), lse_scale(),
+//                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n,
+//                        and mufu_bound(): whether apply spent a MUFU op a score (the softmax
+//                        then takes part of its exp2 on the FMA pipe)
 //   Epilogue<Traits>     store(a, extra, tile, o_rc, coord_rc, lse): a consumer thread's rows of
 //                        the normalised fp32 output and their LSE
 //   set_tile_order(a, extra)  the order in which the Tile decodes tile indices (launch_order.hpp):
@@ -78,6 +80,7 @@ struct DenseScores {
   // Scores stay in q.k units; the scale folds into the exponent (after a softcap: already applied).
   CUTE_DEVICE float scale_log2() const { return softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
   CUTE_DEVICE float lse_scale() const { return softcap ? 1.f : a.scale; }
+  CUTE_DEVICE bool mufu_bound() const { return softcap; }  // MUFU.TANH beside the softmax's EX2
 
   // A key tile needs per-element masking unless all of it is visible to all 64 rows of this
   // warpgroup (the common case away from the diagonal and the sequence end).

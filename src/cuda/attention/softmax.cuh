@@ -49,7 +49,7 @@ CUTE_DEVICE void apply_mask(TensorS& s_rc, TensorC const& coord_rc, const MaskRu
 template <class TensorS>
 CUTE_DEVICE void apply_softcap(TensorS& s_rc, float scale_over_cap, float cap) {
   CUTE_UNROLL
-  for (int i = 0; i < size(s_rc); ++i) s_rc(i) = cap * tanhf(s_rc(i) * scale_over_cap);
+  for (int i = 0; i < size(s_rc); ++i) s_rc(i) = cap * tanh_approx(s_rc(i) * scale_over_cap);
 }
 
 CUTE_DEVICE float quad_max(float x) {
@@ -60,6 +60,11 @@ CUTE_DEVICE float quad_sum(float x) {
   x += __shfl_xor_sync(0xffffffff, x, 1);
   return x + __shfl_xor_sync(0xffffffff, x, 2);
 }
+
+// Of every 8 scores, how many a MUFU-bound softmax (Scores::mufu_bound()) exponentiates with
+// exp2_poly: MUFU.EX2 takes 1 issue slot and 8 clocks of its SM sub-partition's MUFU pipe a warp,
+// exp2_poly ~9 slots on pipes that take one a clock (docs/perf/flex_fwd.md, v19).
+inline constexpr int kMufuBoundPolyPer8 = 3;
 
 template <int kRows>
 struct OnlineSoftmax {
@@ -77,7 +82,8 @@ struct OnlineSoftmax {
 
   // Folds one tile of scores into the running statistics: S <- exp2((S - max) * scale_log2)
   // in place; returns through corr the factor that rescales the output accumulated so far.
-  template <class TensorS>
+  // kPolyPer8 of every 8 columns take their exp2 from exp2_poly (FMA pipe), the rest MUFU.EX2.
+  template <int kPolyPer8 = 0, class TensorS>
   CUTE_DEVICE void step(TensorS& s_rc, float (&corr)[kRows]) {
     static_assert(decltype(size<0>(s_rc))::value == kRows);
     CUTE_UNROLL
@@ -94,7 +100,8 @@ struct OnlineSoftmax {
       float sum = 0.f;
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s_rc); ++ni) {
-        const float p = exp2_approx(s_rc(mi, ni) * scale_log2 - m_scaled);
+        const float x = s_rc(mi, ni) * scale_log2 - m_scaled;
+        const float p = ni % 8 < kPolyPer8 ? exp2_poly(x) : exp2_approx(x);
         s_rc(mi, ni) = p;
         sum += p;
       }
