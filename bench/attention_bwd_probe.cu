@@ -62,6 +62,8 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   f.lse_stride[0] = int64_t(H) * S; f.lse_stride[1] = S; f.lse_stride[2] = 1;
   f.batch = B; f.seqlen_q = f.seqlen_k = f.max_seqlen_q = S; f.heads_q = H; f.heads_kv = Hkv;
   f.tile_counter = counter; f.scale = 1.f / sqrtf(float(D)); f.mask.causal = causal; f.num_sms = sms;
+  // PROBE_SOFTCAP=c: the tanh softcap c on both passes.
+  if (const char* e = std::getenv("PROBE_SOFTCAP")) f.softcap = float(atof(e));
   attn::launch_attention_fwd<Elt, D>(f);
 
   AttnBwdArgs a;
@@ -70,7 +72,7 @@ void run_case(int B, int S, bool causal, const std::vector<int>& modes, int sms,
   for (auto* s : {a.k_stride, a.v_stride, a.dk_stride, a.dv_stride}) { s[0] = int64_t(S) * Hkv * D; s[1] = Hkv * D; s[2] = D; }
   std::memcpy(a.lse_stride, f.lse_stride, sizeof(a.lse_stride));
   a.batch = B; a.seqlen_q = a.seqlen_k = a.max_seqlen_q = a.max_seqlen_k = S; a.heads_q = H; a.heads_kv = Hkv;
-  a.head_dim = D; a.scale = f.scale; a.mask.causal = causal;
+  a.head_dim = D; a.scale = f.scale; a.mask.causal = causal; a.softcap = f.softcap;
   // The dispatcher's memory-system input to the launch rules (current_device_fast_dram, not linked
   // here): PROBE_FAST_DRAM=0 / 1 forces it, else the device's peak bandwidth decides.
   int khz = 0, bits = 0;

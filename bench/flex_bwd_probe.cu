@@ -1,7 +1,7 @@
 // bench/flex_bwd_probe.cu — A/B probe of the flex attention backward through the public API
 // (flex_attention_backward): bench_flex.py's backward shapes (B1 H16 S16384 D128 bf16; noop, and
 // causal / sliding window 1024 / documents of 2048 / 8 documents of random lengths as bench_flex.py
-// draws them / ALiBi + causal through a BlockMask), default
+// draws them / ALiBi + causal / softcap 30 + causal through a BlockMask), default
 // and deterministic, CUDA events, median of 30 launches; a dq checksum per row so that variants'
 // ordered (deterministic) results can be compared bit for bit. Built once per kernel variant by
 // `PROBE=flex_bwd bash bench/flex_fwd_ab.sh` (the variant's flex backward kernel and dispatch
@@ -45,7 +45,7 @@ void checksum(const void* p, size_t n, double* sum, uint64_t* hash) {
 
 // doc_len > 0: documents of doc_len tokens; < 0: -doc_len documents of random lengths (bench_flex.py's).
 void run(const char* name, bool alibi, bool causal, int64_t window, bool block_mask, int64_t doc_len,
-         bool deterministic) {
+         bool deterministic, double softcap = 0.0) {
   const int64_t B = 1, H = 16, S = 16384, D = 128, n = B * H * S * D;
   Buffer q(n * 2), k(n * 2), v(n * 2), o(n * 2), dout(n * 2), dq(n * 2), dk(n * 2), dv(n * 2), lse(B * H * S * 4),
       slopes(H * 4), doc(B * S * 4);
@@ -59,6 +59,7 @@ void run(const char* name, bool alibi, bool causal, int64_t window, bool block_m
   FlexMods mods;
   if (alibi) mods.alibi_slopes = on_gpu(slopes.p, DType::kFloat32, {H});
   mods.causal = causal;
+  mods.softcap = softcap;
   std::vector<int32_t> ids;
   if (doc_len < 0) ids = random_documents(S, int(-doc_len));
   if (doc_len > 0) {
@@ -129,6 +130,7 @@ int main(int argc, char** argv) {
       if (pick("document_causal")) run("document_causal", false, true, -1, true, 2048, det);
       if (pick("document_random")) run("document_random", false, true, -1, true, -8, det);
       if (!det && pick("alibi_causal")) run("alibi_causal", true, true, -1, true, 0, det);
+      if (!det && pick("softcap_causal")) run("softcap_causal", false, true, -1, true, 0, det, 30.0);
     }
   }
   return 0;

@@ -116,8 +116,7 @@ struct Consumer {
     auto scores_to_probs = [&](int i) __attribute__((always_inline)) {
       Tensor s_rc = as_rowcol(tSrS);
       scores.apply(s_rc, cS, i, tile.key_tile(i));
-      if (scores.mufu_bound()) softmax.template step<kMufuBoundPolyPer8>(s_rc, corr);
-      else softmax.step(s_rc, corr);
+      softmax.step(s_rc, corr);
     };
 
     // Q is read by the S GEMMs only: the buffer goes back to the producer as soon as the last one

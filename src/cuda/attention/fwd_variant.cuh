@@ -7,10 +7,8 @@
 //   Tile<Traits>         built from (args, extra, tile index): m_block, head, batch, seq, skip(),
 //                        num_key_tiles(), key_tile(i) — the i-th key tile in visiting order
 //   Scores<Traits>       built per tile by a consumer warpgroup (with Traits::kScratchFloats of
-//                        shared memory of its own): scale_log2(), lse_scale(),
-//                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n,
-//                        and mufu_bound(): whether apply spent a MUFU op a score (the softmax
-//                        then takes part of its exp2 on the FMA pipe)
+//                        shared memory of its own): scale_log2(), lse_scale(), and
+//                        apply(s_rc, coord_rc, i, n) on the fp32 scores of visited key tile n
 //   Epilogue<Traits>     store(a, extra, tile, o_rc, coord_rc, lse): a consumer thread's rows of
 //                        the normalised fp32 output and their LSE
 //   set_tile_order(a, extra)  the order in which the Tile decodes tile indices (launch_order.hpp):
@@ -77,10 +75,10 @@ struct DenseScores {
         wg_row_first(tile_.m_block * Traits::kBlockM + wg * 64),
         wg_row_last(tile_.m_block * Traits::kBlockM + wg * 64 + 63) {}
 
-  // Scores stay in q.k units; the scale folds into the exponent (after a softcap: already applied).
-  CUTE_DEVICE float scale_log2() const { return softcap ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
-  CUTE_DEVICE float lse_scale() const { return softcap ? 1.f : a.scale; }
-  CUTE_DEVICE bool mufu_bound() const { return softcap; }  // MUFU.TANH beside the softmax's EX2
+  // Scores stay in q.k units, the scale folding into the exponent; after a softcap they are
+  // tanh(scale q.k / cap), in units of the cap, which folds into the exponent instead.
+  CUTE_DEVICE float scale_log2() const { return lse_scale() * float(M_LOG2E); }
+  CUTE_DEVICE float lse_scale() const { return softcap ? a.softcap : a.scale; }
 
   // A key tile needs per-element masking unless all of it is visible to all 64 rows of this
   // warpgroup (the common case away from the diagonal and the sequence end).
@@ -91,7 +89,7 @@ struct DenseScores {
 
   template <class TensorS, class TensorC>
   CUTE_DEVICE void apply(TensorS& s_rc, TensorC const& coord_rc, int /*i*/, int n) const {
-    if (softcap) apply_softcap(s_rc, softcap_in, a.softcap);
+    if (softcap) apply_softcap(s_rc, softcap_in);
     if (needs_mask(n)) apply_mask(s_rc, coord_rc, tile.rule, tile.m_block * Traits::kBlockM, n * Traits::kBlockN);
   }
 };

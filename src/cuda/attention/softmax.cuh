@@ -46,10 +46,12 @@ CUTE_DEVICE void apply_mask(TensorS& s_rc, TensorC const& coord_rc, const MaskRu
   else apply_mask_bounds<true>(s_rc, coord_rc, rule, row0, col0);
 }
 
+// The softcap without its final multiply: s <- tanh(s * scale / cap), the score in units of the cap
+// (the caller's exponent scale and LSE scale carry it: DenseScores). An FMUL and a MUFU.TANH a score.
 template <class TensorS>
-CUTE_DEVICE void apply_softcap(TensorS& s_rc, float scale_over_cap, float cap) {
+CUTE_DEVICE void apply_softcap(TensorS& s_rc, float scale_over_cap) {
   CUTE_UNROLL
-  for (int i = 0; i < size(s_rc); ++i) s_rc(i) = cap * tanh_approx(s_rc(i) * scale_over_cap);
+  for (int i = 0; i < size(s_rc); ++i) s_rc(i) = tanh_approx(s_rc(i) * scale_over_cap);
 }
 
 CUTE_DEVICE float quad_max(float x) {
@@ -61,16 +63,11 @@ CUTE_DEVICE float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffff, x, 2);
 }
 
-// Of every 8 scores, how many a MUFU-bound softmax (Scores::mufu_bound()) exponentiates with
-// exp2_poly: MUFU.EX2 takes 1 issue slot and 8 clocks of its SM sub-partition's MUFU pipe a warp,
-// exp2_poly ~9 slots on pipes that take one a clock (docs/perf/flex_fwd.md, v19).
-inline constexpr int kMufuBoundPolyPer8 = 3;
-
 template <int kRows>
 struct OnlineSoftmax {
   float row_max[kRows];
   float row_sum[kRows];  // partial: this thread's columns only, reduced in finalize()
-  float scale_log2;      // scale * log2(e) (log2(e) alone after a softcap)
+  float scale_log2;      // the scores' unit * log2(e): scale, or the cap after a softcap
 
   CUTE_DEVICE explicit OnlineSoftmax(float scale_log2_) : scale_log2(scale_log2_) {
     CUTE_UNROLL
@@ -82,8 +79,7 @@ struct OnlineSoftmax {
 
   // Folds one tile of scores into the running statistics: S <- exp2((S - max) * scale_log2)
   // in place; returns through corr the factor that rescales the output accumulated so far.
-  // kPolyPer8 of every 8 columns take their exp2 from exp2_poly (FMA pipe), the rest MUFU.EX2.
-  template <int kPolyPer8 = 0, class TensorS>
+  template <class TensorS>
   CUTE_DEVICE void step(TensorS& s_rc, float (&corr)[kRows]) {
     static_assert(decltype(size<0>(s_rc))::value == kRows);
     CUTE_UNROLL
@@ -100,8 +96,7 @@ struct OnlineSoftmax {
       float sum = 0.f;
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s_rc); ++ni) {
-        const float x = s_rc(mi, ni) * scale_log2 - m_scaled;
-        const float p = ni % 8 < kPolyPer8 ? exp2_poly(x) : exp2_approx(x);
+        const float p = exp2_approx(s_rc(mi, ni) * scale_log2 - m_scaled);
         s_rc(mi, ni) = p;
         sum += p;
       }

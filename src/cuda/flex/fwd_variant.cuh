@@ -120,22 +120,17 @@ struct FlexScores {
   CUTE_DEVICE FlexScores(const AttnFwdArgs& a_, const Args& f_, const FlexTile<Traits, Args>& tile_, int wg_, float* scratch_)
       : a(a_), f(f_), tile(tile_), wg(wg_), scratch(scratch_) {}
 
-  // With a score mod the scores are scaled first (score_mod sees scale * q.k, as torch's), except
-  // under the catalog's additive parts alone (rel_bias, ALiBi) on the unpacked path: those add
-  // bias / scale to the unscaled score, and the scale folds into the exponent as without a mod —
-  // one multiply a score fewer (docs/perf/flex_fwd.md, v20).
-  CUTE_DEVICE bool scaled() const {
-    if constexpr (std::is_same_v<ScoreMod, CatalogScoreMod> && !kPackedHeads)
-      return f.use_score_mod && (f.score_mod.softcap.cap > 0.f || !(a.scale > 0.f));  // 1 / scale below
-    else return f.use_score_mod;
+  // With a score mod the scores are already scaled (score_mod sees scale * q.k, as torch's); after
+  // the catalog's softcap they are in units of the cap (softcap_pass).
+  CUTE_DEVICE float cap_units() const {  // the cap, or 0 where the scores are not in its units
+    if constexpr (std::is_same_v<ScoreMod, CatalogScoreMod>) return f.use_score_mod ? f.score_mod.softcap.cap : 0.f;
+    else return 0.f;
   }
-  CUTE_DEVICE float scale_log2() const { return scaled() ? float(M_LOG2E) : a.scale * float(M_LOG2E); }
-  CUTE_DEVICE float lse_scale() const { return scaled() ? 1.f : a.scale; }
-  // The catalog's softcap spends a MUFU.TANH a score beside the softmax's EX2 (v19).
-  CUTE_DEVICE bool mufu_bound() const {
-    if constexpr (std::is_same_v<ScoreMod, CatalogScoreMod>) return f.use_score_mod && f.score_mod.softcap.cap > 0.f;
-    else return false;
+  CUTE_DEVICE float lse_scale() const {
+    const float cap = cap_units();
+    return cap > 0.f ? cap : f.use_score_mod ? 1.f : a.scale;
   }
+  CUTE_DEVICE float scale_log2() const { return lse_scale() * float(M_LOG2E); }
 
   // fn(s, h, q, kv) for every score of the tile. Rows past Sq (never stored) and columns past Sk
   // (masked afterwards) are clamped so that a mod reading per-position tables stays inside them.
@@ -177,14 +172,14 @@ struct FlexScores {
   // into it; those scores are never stored or are masked afterwards.
   template <class TensorS, class TensorC>
   CUTE_DEVICE void rel_bias_pass(const RelBiasScoreMod& m, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0,
-                                 int sk, float unit) const {
+                                 int sk) const {
     constexpr int kBand = 64 + Traits::kBlockN - 1;
     static_assert(kBand <= Traits::kScratchFloats);
     const int d0 = row0 + 64 * wg - col0 - (Traits::kBlockN - 1);  // q - kv of band[0]
     const float* table = m.table + int64_t(tile.head) * m.head_stride;
     cutlass::arch::NamedBarrier::sync(128, 3 + wg);  // this warpgroup's reads of the last band are done
     for (int j = threadIdx.x % 128; j < kBand; j += 128)
-      scratch[j] = table[int64_t(min(max(d0 + j + sk - 1, 0), 2 * sk - 2)) * m.stride] * unit;
+      scratch[j] = table[int64_t(min(max(d0 + j + sk - 1, 0), 2 * sk - 2)) * m.stride];
     cutlass::arch::NamedBarrier::sync(128, 3 + wg);
     CUTE_UNROLL
     for (int mi = 0; mi < size<0>(s_rc); ++mi) {
@@ -204,9 +199,8 @@ struct FlexScores {
   // them: those scores are never stored, or are masked afterwards. Unpacked instantiation only
   // (the packed one's head and query change per row).
   template <class TensorS, class TensorC>
-  CUTE_DEVICE void alibi_pass(const AlibiScoreMod& m, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0,
-                              float unit) const {
-    const float slope = m.slopes[int64_t(tile.head) * m.stride] * unit;
+  CUTE_DEVICE void alibi_pass(const AlibiScoreMod& m, TensorS& s_rc, TensorC const& coord_rc, int row0, int col0) const {
+    const float slope = m.slopes[int64_t(tile.head) * m.stride];
     const float lane_col = float(get<1>(coord_rc(0, 0)));  // this thread's first column in the tile
     CUTE_UNROLL
     for (int mi = 0; mi < size<0>(s_rc); ++mi) {
@@ -215,6 +209,17 @@ struct FlexScores {
       for (int ni = 0; ni < size<1>(s_rc); ++ni)
         s_rc(mi, ni) += slope * (first + float(get<1>(coord_rc(mi, ni)) - get<1>(coord_rc(0, 0))));
     }
+  }
+
+  // The catalog's softcap, the last score part: s <- tanh(s k), leaving the scores in units of the
+  // cap, which the softmax's exponent and the LSE take (scale_log2, lse_scale): an FMUL and a
+  // MUFU.TANH a score instead of the functor's three multiplies and MUFU.TANH (docs/perf/flex_fwd.md,
+  // v19). k = 1 / cap on scaled scores (after rel_bias / ALiBi); scale / cap where softcap is the
+  // only part (apply then skips the scale pass). Masks come after the score parts: -inf stays -inf.
+  template <class TensorS>
+  CUTE_DEVICE void softcap_pass(TensorS& s_rc, float k) const {
+    CUTE_UNROLL
+    for (int e = 0; e < size(s_rc); ++e) s_rc(e) = softcap_tanh(s_rc(e) * k);
   }
 
   // The catalog's document mask, doc_q[b, q] == doc_kv[b, kv]: the warpgroup loads its 64 rows'
@@ -310,19 +315,22 @@ struct FlexScores {
     const int row0 = tile.m_block * Traits::kBlockM, col0 = n * Traits::kBlockN;
     const int sq = tile.seq.seqlen_q, sk = tile.seq.seqlen_k;
     if (f.use_score_mod) {
-      const bool pre_scale = scaled();
-      if (pre_scale) {
+      bool fold_scale = false;  // the catalog's softcap alone: the scale folds into its tanh's argument
+      if constexpr (std::is_same_v<ScoreMod, CatalogScoreMod>)
+        fold_scale = f.score_mod.softcap.cap > 0.f && !f.score_mod.rel_bias.table && !f.score_mod.alibi.slopes;
+      if (!fold_scale) {
         CUTE_UNROLL
         for (int e = 0; e < size(s_rc); ++e) s_rc(e) *= a.scale;
       }
       if constexpr (has_parts_v<ScoreMod>) {
-        const float unit = pre_scale ? 1.f : 1.f / a.scale;  // the additive parts' bias per unit of score
         f.score_mod.for_each_part([&](const auto& part) {
           using Part = std::decay_t<decltype(part)>;
-          if constexpr (std::is_same_v<Part, RelBiasScoreMod>)
-            rel_bias_pass(part, s_rc, coord_rc, row0, col0, sk, unit);
+          if constexpr (std::is_same_v<ScoreMod, CatalogScoreMod> && std::is_same_v<Part, SoftcapScoreMod>)
+            softcap_pass(s_rc, fold_scale ? a.scale * part.inv_cap : part.inv_cap);
+          else if constexpr (std::is_same_v<Part, RelBiasScoreMod>)
+            rel_bias_pass(part, s_rc, coord_rc, row0, col0, sk);
           else if constexpr (std::is_same_v<Part, AlibiScoreMod> && !kPackedHeads)
-            alibi_pass(part, s_rc, coord_rc, row0, col0, unit);
+            alibi_pass(part, s_rc, coord_rc, row0, col0);
           else
             score_pass(part, s_rc, coord_rc, row0, col0, sq, sk);
         });
