@@ -117,13 +117,19 @@ def main():
                 dense_ms = ms
             tf, peer_tf = fl / ms / 1e9, fl / peer_ms / 1e9
             dense_tf = 4 * B * H * S * S * D / dense_ms / 1e9
+            # A score mod's own per-score cost is not the block sparsity's: beside the noop's fraction,
+            # the fraction of attnkit's dense run with the same score mod (no BlockMask; attnkit only).
+            mod_dense_ms = None if sm is None else do_bench(lambda: attnkit.flex_attention(q, k, v, score_mod=sm),
+                                                            warmup=25, rep=200, return_mode="median")
+            mod_frac = None if sm is None else tf / (4 * B * H * S * S * D / mod_dense_ms / 1e9)
             row = dict(meta, op="flex_fwd", case=name, B=B, H=H, S=S, D=D, density=density, ms=ms, torch_ms=peer_ms,
                        tflops=tf, torch_tflops=peer_tf, speedup_vs_torch=peer_ms / ms, bar=1.3,
-                       fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer, max_diff_vs_torch=err)
+                       fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer, max_diff_vs_torch=err,
+                       same_mod_dense_ms=mod_dense_ms, fraction_of_same_mod_dense=mod_frac)
             rows.append(row)
             write_rows(args.out, "bench_flex.jsonl", rows)  # after every row: a call cut short keeps what it finished
             print(f"{name:18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x {tf / dense_tf:8.2f} "
-                  f"{err:9.2e}", flush=True)
+                  f"{err:9.2e}" + ("" if mod_frac is None else f"  of same-mod dense {mod_frac:.2f}"), flush=True)
             if args.no_backward:
                 continue
             ours_bwd, ours_grads = backward_of(lambda *t: attnkit.flex_attention(*t, score_mod=sm, block_mask=bm), q, k, v,
@@ -138,13 +144,20 @@ def main():
                 dense_bwd_ms = ms
             tf, peer_tf = 2.5 * fl / ms / 1e9, 2.5 * fl / peer_ms / 1e9
             dense_tf = 2.5 * 4 * B * H * S * S * D / dense_bwd_ms / 1e9
+            mod_dense_ms = mod_frac = None
+            if sm is not None:
+                mod_bwd, _ = backward_of(lambda *t: attnkit.flex_attention(*t, score_mod=sm), q, k, v, dout)
+                mod_dense_ms = do_bench(mod_bwd, warmup=25, rep=200, return_mode="median")
+                mod_frac = tf / (2.5 * 4 * B * H * S * S * D / mod_dense_ms / 1e9)
             rows.append(dict(meta, op="flex_bwd", case=name, B=B, H=H, S=S, D=D, density=density, ms=ms, torch_ms=peer_ms,
                              tflops=tf, torch_tflops=peer_tf, speedup_vs_torch=peer_ms / ms, bar=1.3,
                              fraction_of_dense=tf / dense_tf, peers_md_torch_tflops=peer_bwd, max_diff_vs_torch=err,
-                             deterministic_ms=det_ms, deterministic_cost=det_ms / ms - 1))
+                             deterministic_ms=det_ms, deterministic_cost=det_ms / ms - 1,
+                             same_mod_dense_ms=mod_dense_ms, fraction_of_same_mod_dense=mod_frac))
             write_rows(args.out, "bench_flex.jsonl", rows)
             print(f"{name + ' bwd':18} {S:6d} {density:8.3f} {tf:8.1f}T {peer_tf:8.1f}T {peer_ms / ms:7.2f}x "
-                  f"{tf / dense_tf:8.2f} {err:9.2e}  deterministic +{100 * (det_ms / ms - 1):.0f}%", flush=True)
+                  f"{tf / dense_tf:8.2f} {err:9.2e}  deterministic +{100 * (det_ms / ms - 1):.0f}%"
+                  + ("" if mod_frac is None else f", of same-mod dense {mod_frac:.2f}"), flush=True)
     rows += decode_rows(meta, dev, args.quick)
     print("wrote", write_rows(args.out, "bench_flex.jsonl", rows))
 

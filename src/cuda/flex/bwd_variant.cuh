@@ -158,40 +158,21 @@ struct FlexBwdProbs {
     const int key0 = tile.n_block * Traits::kBlockN, row0 = visit.m * Traits::kBlockM;
     const int64_t b = tile.batch, h = tile.head;
     const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !visit.full;
-    // The catalog's softcap, as the forward's (docs/perf/flex_fwd.md, v21): its pass leaves t = tanh(s k),
-    // the scores in units of the cap, which the exponent takes; the derivative is 1 - t^2 (deriv_unit 1;
-    // without softcap the catalog's derivative is 1: deriv_unit = inv_cap = 0).
-    float cap = 0.f, deriv_unit = 0.f;
-    bool fold_scale = false;  // softcap the only part: the scale folds into its tanh's argument
-    if constexpr (std::is_same_v<ScoreMod, CatalogScoreMod>) {
-      if (f.use_score_mod) cap = f.score_mod.softcap.cap;
-      deriv_unit = cap > 0.f ? 1.f : 0.f;
-      fold_scale = cap > 0.f && !f.score_mod.rel_bias.table && !f.score_mod.alibi.slopes;
-    }
-    const float scale_log2 = cap > 0.f ? cap * float(M_LOG2E) : f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E);
+    const float scale_log2 = f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E);
     constexpr bool kScorePasses = has_derivative_from_output_v<ScoreMod>;
     if constexpr (!kScorePasses && !std::is_same_v<ScoreMod, IdentityScoreMod>) {
       if (f.use_score_mod) return fused(tSrS, tdVrP, cS, lse2, use_mask, key0, row0);
     }
     // Score mod, one pass per part (scores are then scale * q.k, as torch's score_mod sees them).
     if (f.use_score_mod) {
-      if (!fold_scale) {
-        CUTE_UNROLL
-        for (int i = 0; i < size(tSrS); ++i) tSrS(i) *= a.scale;
-      }
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) tSrS(i) *= a.scale;
       if constexpr (kScorePasses) {
         auto pass = [&](const auto& mod) __attribute__((always_inline)) {
-          using Part = std::decay_t<decltype(mod)>;
-          if constexpr (std::is_same_v<ScoreMod, CatalogScoreMod> && std::is_same_v<Part, SoftcapScoreMod>) {
-            const float k = fold_scale ? a.scale * mod.inv_cap : mod.inv_cap;
-            CUTE_UNROLL
-            for (int i = 0; i < size(tSrS); ++i) tSrS(i) = softcap_tanh(tSrS(i) * k);
-          } else {
-            for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
-              float ds;
-              x = mod(x, b, h, q, kv, &ds);
-            });
-          }
+          for_each_score(tSrS, cS, key0, row0, [&](float& x, int64_t q, int64_t kv) __attribute__((always_inline)) {
+            float ds;
+            x = mod(x, b, h, q, kv, &ds);
+          });
         };
         if constexpr (has_parts_v<ScoreMod>) f.score_mod.for_each_part(pass);
         else pass(f.score_mod);
@@ -240,32 +221,22 @@ struct FlexBwdProbs {
     // alone: a loop of its own (the derivative and a select of 1 per element were ~10% of the
     // kernel's instructions; docs/perf/flex_bwd.md).
     if constexpr (kScorePasses) {
-      if (f.use_score_mod) return probs_from_scores<true>(tSrS, tdVrP, cS, lse2, scale_log2, deriv_unit);
+      if (f.use_score_mod) return probs_from_scores<true>(tSrS, tdVrP, cS, lse2, scale_log2);
     }
-    probs_from_scores<false>(tSrS, tdVrP, cS, lse2, scale_log2, deriv_unit);
+    probs_from_scores<false>(tSrS, tdVrP, cS, lse2, scale_log2);
   }
 
   template <bool kDerivative, class TensorS, class TensorP, class TensorC>
   CUTE_DEVICE void probs_from_scores(TensorS& tSrS, TensorP& tdVrP, TensorC const& cS, const float* lse2,
-                                     float scale_log2, float deriv_unit) const {
+                                     float scale_log2) const {
     CUTE_UNROLL
     for (int i = 0; i < size(tSrS); ++i) {
       const float x = tSrS(i);
       const float p = attn::exp2_approx(x * scale_log2 - lse2[get<1>(cS(i))]);
       tdVrP(i) = typename TensorP::value_type(p);
       // (0 wherever P is: a masked score's derivative may not be finite.)
-      if constexpr (kDerivative) tSrS(i) = p > 0.f ? p * derivative(x, deriv_unit) : 0.f;
+      if constexpr (kDerivative) tSrS(i) = p > 0.f ? p * f.score_mod.derivative_from_output(x) : 0.f;
       else tSrS(i) = p;
-    }
-  }
-
-  // d(modified) / d(score) from the modified score x: the catalog's in its units (1 - (x u)^2).
-  CUTE_DEVICE float derivative(float x, float deriv_unit) const {
-    if constexpr (std::is_same_v<ScoreMod, CatalogScoreMod>) {
-      const float t = x * deriv_unit;
-      return 1.f - t * t;
-    } else {
-      return f.score_mod.derivative_from_output(x);
     }
   }
 
