@@ -20,14 +20,13 @@ struct Case {
   std::vector<int64_t> lq, lk;      // varlen lengths (B = lq.size())
   bool odd_unit_strides = false;    // the GPU run's size-1 dims carry strides of 3 elements (never stepped)
   bool broadcast_kv = false;        // one batch of K and V, seen by every batch through a batch stride of 0
-  double key_growth = 0;            // > 0: keys in groups of 64 scaled by 1, 1 + g, 1 + 2g, 1 + 3g in turn (not varlen)
   std::string name() const {
     return "B" + std::to_string(B) + " Sq" + std::to_string(Sq) + " Sk" + std::to_string(Sk) + " Hq" + std::to_string(Hq) +
            " Hkv" + std::to_string(Hkv) + " D" + std::to_string(D) + (mask.causal ? " causal" : "") +
            (mask.align == CausalAlign::kTopLeft ? "-topleft" : "") + " win(" + std::to_string(mask.window_left) + "," +
            std::to_string(mask.window_right) + ")" + (softcap > 0 ? " softcap" : "") + (dt == DType::kFloat16 ? " fp16" : " bf16") +
            (strided ? " strided" : "") + (lq.empty() ? "" : " varlen") + (odd_unit_strides ? " odd-unit-strides" : "") +
-           (broadcast_kv ? " broadcast-kv" : "") + (key_growth > 0 ? " key-growth" : "");
+           (broadcast_kv ? " broadcast-kv" : "");
   }
 };
 

@@ -109,17 +109,14 @@ struct Consumer {
     constexpr int kRows = decltype(size<0>(cS))::value;
 
     const Scores scores(a, params.extra, tile, wg, smem.scratch[wg]);
-    constexpr bool kLazyMax = T::kHeadDim >= 128;
-    OnlineSoftmax<kRows, kLazyMax> softmax(scores.scale_log2());
+    OnlineSoftmax<kRows> softmax(scores.scale_log2());
     float corr[kRows];
-    bool rescale = false;  // whether a row of this warp moved its max (corr != 1): OnlineSoftmax::step
     // The i-th visited key tile's scores -> probabilities. Force-inlined: an outlined call would
     // pass the register tiles through the stack (local memory).
     auto scores_to_probs = [&](int i) __attribute__((always_inline)) {
       Tensor s_rc = as_rowcol(tSrS);
       scores.apply(s_rc, cS, i, tile.key_tile(i));
-      const bool moved = softmax.step(s_rc, corr);
-      rescale = kLazyMax ? __any_sync(0xffffffffu, moved) : true;
+      softmax.step(s_rc, corr);
     };
 
     // Q is read by the S GEMMs only: the buffer goes back to the producer as soon as the last one
@@ -168,7 +165,7 @@ struct Consumer {
         warpgroup_fence_operand(tOrO);
         pipe_v.consumer_release(state_v);
         Tensor o_rc = as_rowcol(tOrO);
-        if (rescale) rescale_rows(o_rc, corr);  // warp-uniform; rare once a row's max has settled
+        rescale_rows(o_rc, corr);
         convert_into(make_tensor(tSrS.data(), tOrP.layout()), tOrP);
       }
       pipe_v.consumer_wait(state, v_full);

@@ -63,9 +63,7 @@ CUTE_DEVICE float quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffff, x, 2);
 }
 
-// kLazyMax: the running max is lazy (step); the forward consumer turns it on at D >= 128 (at D64 it
-// measured 2.5% slower: docs/perf/attention_fwd.md, v19).
-template <int kRows, bool kLazyMax>
+template <int kRows>
 struct OnlineSoftmax {
   float row_max[kRows];
   float row_sum[kRows];  // partial: this thread's columns only, reduced in finalize()
@@ -80,31 +78,20 @@ struct OnlineSoftmax {
   }
 
   // Folds one tile of scores into the running statistics: S <- exp2((S - max) * scale_log2)
-  // in place; returns through corr the factor that rescales the output accumulated so far, and
-  // whether any of this thread's rows has one other than 1.
-  // With kLazyMax a row keeps its running max while the tile's max exceeds it by at most
-  // kLazyMaxLog2 in the exponent, so that its probabilities stay below 2^8 (exact in fp32, and as
-  // precise as any value in 16 bits) and its output needs no rescale; the caller skips the
-  // rescale where no row of the warp moved. The first tile of a row (max -inf) always moves it.
-  static constexpr float kLazyMaxLog2 = 8.f;
+  // in place; returns through corr the factor that rescales the output accumulated so far.
   template <class TensorS>
-  CUTE_DEVICE bool step(TensorS& s_rc, float (&corr)[kRows]) {
+  CUTE_DEVICE void step(TensorS& s_rc, float (&corr)[kRows]) {
     static_assert(decltype(size<0>(s_rc))::value == kRows);
-    bool moved = false;
     CUTE_UNROLL
     for (int mi = 0; mi < kRows; ++mi) {
       float m = row_max[mi];
       CUTE_UNROLL
       for (int ni = 0; ni < size<1>(s_rc); ++ni) m = fmaxf(m, s_rc(mi, ni));
       m = quad_max(m);
-      // (With row_max -inf the difference is +inf or NaN: the max moves.)
-      const bool keep = kLazyMax && (m - row_max[mi]) * scale_log2 <= kLazyMaxLog2;
-      m = keep ? row_max[mi] : m;
-      moved |= !keep;
       // The row max seen so far stays -inf only while every key was masked; exponentiate
       // against 0 then so that masked scores give exp2(-inf) = 0, never NaN.
       const float m_scaled = m == -INFINITY ? 0.f : m * scale_log2;
-      corr[mi] = keep ? 1.f : exp2_approx(row_max[mi] * scale_log2 - m_scaled);  // 0 on the first tile
+      corr[mi] = exp2_approx(row_max[mi] * scale_log2 - m_scaled);  // old max <= new max; 0 on the first tile
       row_max[mi] = m;
       float sum = 0.f;
       CUTE_UNROLL
@@ -115,7 +102,6 @@ struct OnlineSoftmax {
       }
       row_sum[mi] = row_sum[mi] * corr[mi] + sum;
     }
-    return moved;
   }
 
   // Returns 1 / rowsum (0 for empty rows) and writes the natural-log LSE (-inf when empty).
