@@ -5,7 +5,8 @@
 // Not a benchmark of record (no peers; bench/bench_attention.py is): a bisecting tool. CMake builds
 // the tree's own variant as the attention_fwd_probe target.
 //   fwd_probe                   the default shapes, twice
-//   fwd_probe D S B [causal [softcap]]   one shape (causal: anything but 0; for ncu: -k regex:attention_fwd -s 3 -c 1)
+//   fwd_probe D S B [causal [softcap]]  one shape (causal: any word but 0; softcap: the cap;
+//                                       for ncu: -k regex:attention_fwd -s 3 -c 1)
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdlib>

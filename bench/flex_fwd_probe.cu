@@ -1,7 +1,7 @@
 // bench/flex_fwd_probe.cu — A/B probe of the flex attention forward through the public API
 // (flex_attention_forward): the catalog at bench_flex.py's shapes (B1 H16 S16384 D128 bf16; noop,
-// causal / sliding window 1024 / ALiBi + causal / softcap 30 + causal through a BlockMask) and its GQA decode (B8 Hq32
-// Hkv8 Sq1 Sk16384), CUDA events, median of 30 launches. Built once per kernel variant by
+// causal / sliding window 1024 / ALiBi + causal / softcap 30 + causal through a BlockMask) and its
+// GQA decode (B8 Hq32 Hkv8 Sq1 Sk16384), CUDA events, median of 30 launches. Built once per kernel variant by
 // bench/flex_fwd_ab.sh (the variant's flex kernel and dispatch objects linked before the library):
 // a bisecting tool, not a benchmark of record (no peers; bench/bench_flex.py is).
 #include <cuda_runtime.h>

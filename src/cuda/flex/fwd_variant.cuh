@@ -214,7 +214,7 @@ struct FlexScores {
   // The catalog's softcap, the last score part: s <- tanh(s k), leaving the scores in units of the
   // cap, which the softmax's exponent and the LSE take (scale_log2, lse_scale): an FMUL and a
   // MUFU.TANH a score instead of the functor's three multiplies and MUFU.TANH (docs/perf/flex_fwd.md,
-  // v19). k = 1 / cap on scaled scores (after rel_bias / ALiBi); scale / cap where softcap is the
+  // v21). k = 1 / cap on scaled scores (after rel_bias / ALiBi); scale / cap where softcap is the
   // only part (apply then skips the scale pass). Masks come after the score parts: -inf stays -inf.
   template <class TensorS>
   CUTE_DEVICE void softcap_pass(TensorS& s_rc, float k) const {
