@@ -1,7 +1,7 @@
-// tests/cpp/fast_math_gpu_test.cu — the softmax kernels' approximate functions
-// (src/cuda/attention/fast_math.cuh) on the GPU against double precision on the host: exp2_approx
-// and tanh_approx (and the flex catalog's softcap_tanh, attnkit/semantics/flex_mods.hpp) within PTX's
-// stated error, and a masked key's exp2(-inf) exactly 0. Skips without a GPU.
+// tests/cpp/fast_math_gpu_test.cu — the softmax kernels' approximate functions on the GPU against
+// double precision on the host: exp2_approx (src/cuda/attention/fast_math.cuh) and the softcap's
+// softcap_tanh (attnkit/semantics/numerics.hpp) within PTX's stated error, and a masked key's
+// exp2(-inf) exactly 0. Skips without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <limits>
 #include <vector>
 
-#include "attnkit/semantics/flex_mods.hpp"
+#include "attnkit/semantics/numerics.hpp"
 #include "src/cuda/attention/fast_math.cuh"
 
 namespace attnkit::cuda::attn {
@@ -20,12 +20,12 @@ bool have_gpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-enum class Fn { kExp2Approx, kTanhApprox, kSoftcapTanh };
+enum class Fn { kExp2Approx, kSoftcapTanh };
 
 __global__ void eval_kernel(Fn fn, const float* x, float* y, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
-  y[i] = fn == Fn::kExp2Approx ? exp2_approx(x[i]) : fn == Fn::kTanhApprox ? tanh_approx(x[i]) : softcap_tanh(x[i]);
+  y[i] = fn == Fn::kExp2Approx ? exp2_approx(x[i]) : softcap_tanh(x[i]);
 }
 
 std::vector<float> eval(Fn fn, const std::vector<float>& x) {
@@ -55,12 +55,10 @@ TEST(FastMathGpu, MufuApproximationsWithinTheirBounds) {
     EXPECT_LE(std::abs(e[i] - std::exp2(double(x[i]))), 0x1p-21 * std::exp2(double(x[i]))) << "x = " << x[i];
   std::vector<float> t_in;
   for (int i = -4000; i <= 4000; ++i) t_in.push_back(float(i) / 400.f);  // [-10, 10]: tanh's curve and its tails
-  for (Fn fn : {Fn::kTanhApprox, Fn::kSoftcapTanh}) {
-    const std::vector<float> t = eval(fn, t_in);
-    for (size_t i = 0; i < t_in.size(); ++i) {
-      const double ref = std::tanh(double(t_in[i]));
-      EXPECT_LE(std::abs(t[i] - ref), std::exp2(-10.9) * std::abs(ref) + 1e-30) << "x = " << t_in[i];
-    }
+  const std::vector<float> t = eval(Fn::kSoftcapTanh, t_in);
+  for (size_t i = 0; i < t_in.size(); ++i) {
+    const double ref = std::tanh(double(t_in[i]));
+    EXPECT_LE(std::abs(t[i] - ref), std::exp2(-10.9) * std::abs(ref) + 1e-30) << "x = " << t_in[i];
   }
   EXPECT_EQ(eval(Fn::kExp2Approx, {-std::numeric_limits<float>::infinity()})[0], 0.f);
 }

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <type_traits>
 #include "attnkit/config.hpp"
+#include "attnkit/semantics/numerics.hpp"  // softcap_tanh
 
 namespace attnkit {
 
@@ -58,21 +59,6 @@ struct AlibiScoreMod {
     return s + static_cast<T>(slopes[h * stride]) * static_cast<T>(static_cast<int32_t>(kv - q));
   }
 };
-
-// tanh of a float: on the GPU one MUFU.TANH (tanh.approx.f32, relative error below 2^-10.9, as
-// FlashAttention's softcap), not tanhf's EX2, RCP and a dozen FMAs — with the softmax's EX2 that was
-// three MUFU ops a score against the noop's one, and the softcap forward ran at the MUFU pipe's rate
-// (docs/perf/flex_fwd.md, v18). Forward and backward both come here, so the backward recomputes the
-// forward's probabilities; the CPU backend keeps std::tanh.
-ATTNKIT_HD float softcap_tanh(float x) {
-#if defined(__CUDA_ARCH__)
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-#else
-  return std::tanh(x);
-#endif
-}
 
 struct SoftcapScoreMod {
   float cap = 0.f;      // > 0

@@ -21,6 +21,21 @@ ATTNKIT_HD T apply_softcap(T s, T cap, T* deriv) {
   return cap * t;
 }
 
+// tanh of a float for the softcap: on the GPU one MUFU.TANH (tanh.approx.f32, relative error below
+// 2^-10.9, as FlashAttention's softcap), not tanhf's EX2, RCP and a dozen FMAs — with the softmax's EX2
+// that was three MUFU ops a score against the noop's one (docs/perf/flex_fwd.md v18, attention_fwd.md
+// v18). Every GPU softcap comes here (flex and softmax attention, forward and backward), so a
+// backward recomputes the probabilities its forward normalised; the CPU backend keeps std::tanh.
+ATTNKIT_HD float softcap_tanh(float x) {
+#if defined(__CUDA_ARCH__)
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#else
+  return std::tanh(x);
+#endif
+}
+
 // softplus with the usual overflow guard (torch uses threshold 20).
 template <class T>
 ATTNKIT_HD T softplus(T x) {

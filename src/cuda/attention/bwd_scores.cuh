@@ -9,6 +9,7 @@
 #include <cutlass/numeric_conversion.h>
 
 #include "attnkit/semantics/mask.hpp"
+#include "attnkit/semantics/numerics.hpp"  // softcap_tanh
 #include "src/cuda/attention/bwd_ranges.hpp"
 #include "src/cuda/attention/fast_math.cuh"
 
@@ -37,7 +38,7 @@ CUTE_DEVICE void scores_to_probs(TensorS& tSrS, TensorP& tdVrP, TensorC const& c
     const int col = get<1>(cS(i));
     float x = tSrS(i), dtanh = 1.f;
     if constexpr (kSoftcap) {
-      const float t = tanh_approx(x * pa.softcap_in);
+      const float t = softcap_tanh(x * pa.softcap_in);
       x = pa.softcap * t;
       dtanh = 1.f - t * t;
     }

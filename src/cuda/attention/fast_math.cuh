@@ -1,4 +1,4 @@
-// src/cuda/attention/fast_math.cuh — the exponential and the softcap's tanh of the softmax kernels.
+// src/cuda/attention/fast_math.cuh — the exponential of the softmax kernels.
 #pragma once
 #include <cute/config.hpp>
 
@@ -10,16 +10,6 @@ namespace attnkit::cuda::attn {
 CUTE_DEVICE float exp2_approx(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// tanh(x) as one MUFU.TANH (tanh.approx.f32, relative error below 2^-10.9, as FlashAttention's
-// softcap): tanhf is EX2, RCP and a dozen FMAs, three MUFU ops a score with the softmax's EX2
-// (docs/perf/attention_fwd.md, v18). The flex kernels' copy is flex_mods.hpp's softcap_tanh
-// (attnkit/semantics/: a public header, shared with the CPU backend).
-CUTE_DEVICE float tanh_approx(float x) {
-  float y;
-  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
 

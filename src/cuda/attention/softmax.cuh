@@ -9,6 +9,7 @@
 #include <cute/tensor.hpp>
 
 #include "attnkit/semantics/mask.hpp"
+#include "attnkit/semantics/numerics.hpp"  // softcap_tanh
 #include "src/cuda/attention/fast_math.cuh"
 #include "src/cuda/attention/fragment.cuh"
 
@@ -51,7 +52,7 @@ CUTE_DEVICE void apply_mask(TensorS& s_rc, TensorC const& coord_rc, const MaskRu
 template <class TensorS>
 CUTE_DEVICE void apply_softcap(TensorS& s_rc, float scale_over_cap) {
   CUTE_UNROLL
-  for (int i = 0; i < size(s_rc); ++i) s_rc(i) = tanh_approx(s_rc(i) * scale_over_cap);
+  for (int i = 0; i < size(s_rc); ++i) s_rc(i) = softcap_tanh(s_rc(i) * scale_over_cap);
 }
 
 CUTE_DEVICE float quad_max(float x) {
