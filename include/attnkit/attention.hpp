@@ -20,7 +20,7 @@ struct AttentionFwdParams {
   TensorView lse;  // optional output, natural log; -inf for rows that see no key
   TensorView cu_seqlens_q, cu_seqlens_k;  // both given => varlen
   int64_t max_seqlen_q = 0, max_seqlen_k = 0;  // varlen only: upper bounds of the lengths
-  std::optional<double> scale;  // default 1/sqrt(D)
+  std::optional<double> scale;  // default 1/sqrt(D); any finite value (negative, 0: uniform)
   double softcap = 0.0;         // 0 disables
   MaskOptions mask;
   Workspace workspace;

@@ -49,7 +49,7 @@ struct FlexMods {
 struct FlexFwdParams {
   TensorView q, k, v, out;
   TensorView lse;  // optional
-  std::optional<double> scale;
+  std::optional<double> scale;  // default 1/sqrt(D); any finite value (score_mod sees scale * q.k)
   FlexMods mods;
   BlockMaskView block_mask;  // optional: without it every block is visited
   // CUDA short-query path (Sq <= 64, long KV): the keys of each (batch, head) split over this many

@@ -71,6 +71,7 @@ Grads cpu_run(const Case& c, const Inputs& in, DType dt, HostTensor* out, HostTe
   f.lse = lse->view;
   f.mask = c.mask;
   f.softcap = c.softcap;
+  f.scale = c.scale;
   if (in.varlen) {
     f.cu_seqlens_q = in.cuq.view;
     f.cu_seqlens_k = in.cuk.view;
@@ -93,6 +94,7 @@ Grads cpu_run(const Case& c, const Inputs& in, DType dt, HostTensor* out, HostTe
   b.dv = g.dv.view;
   b.mask = c.mask;
   b.softcap = c.softcap;
+  b.scale = c.scale;
   b.gqa_reduction = GqaReduction::kSplit;
   if (in.varlen) {
     b.cu_seqlens_q = in.cuq.view;
@@ -129,6 +131,7 @@ Status gpu_run(const Case& c, const Inputs& in, const HostTensor& out, const Hos
   p.dv = gv.view;
   p.mask = c.mask;
   p.softcap = c.softcap;
+  p.scale = c.scale;
   p.gqa_reduction = red;
   p.deterministic = deterministic;
   if (c.odd_unit_strides)
@@ -187,6 +190,10 @@ TEST_F(AttentionBwdGpu, HeadDimsAndAwkwardLengths) {
 
 TEST_F(AttentionBwdGpu, CausalBothAlignmentsWindowsSoftcap) {
   for (const Case& c : mask_cases()) check(c);
+}
+
+TEST_F(AttentionBwdGpu, NegativeAndZeroScales) {
+  for (const Case& c : nonpositive_scale_cases()) check(c);
 }
 
 // No keys, no queries, no batch: the right outputs, and no TMA descriptor of an empty dim.

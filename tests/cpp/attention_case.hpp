@@ -2,6 +2,8 @@
 // backward): shapes, mask, softcap, dtype, layout, varlen lengths, and a readable name.
 #pragma once
 #include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -15,18 +17,21 @@ struct Case {
   int64_t B = 1, Sq = 128, Sk = 128, Hq = 2, Hkv = 2, D = 128;
   MaskOptions mask;
   double softcap = 0;
+  std::optional<double> scale;      // unset: 1/sqrt(D)
   DType dt = DType::kBFloat16;
   bool strided = false;             // BHSD memory seen as BSHD
   std::vector<int64_t> lq, lk;      // varlen lengths (B = lq.size())
   bool odd_unit_strides = false;    // the GPU run's size-1 dims carry strides of 3 elements (never stepped)
   bool broadcast_kv = false;        // one batch of K and V, seen by every batch through a batch stride of 0
+  double key_growth = 0;            // > 0: keys in groups of 64 scaled by 1, 1 + g, 1 + 2g, 1 + 3g in turn (not varlen)
   std::string name() const {
     return "B" + std::to_string(B) + " Sq" + std::to_string(Sq) + " Sk" + std::to_string(Sk) + " Hq" + std::to_string(Hq) +
            " Hkv" + std::to_string(Hkv) + " D" + std::to_string(D) + (mask.causal ? " causal" : "") +
            (mask.align == CausalAlign::kTopLeft ? "-topleft" : "") + " win(" + std::to_string(mask.window_left) + "," +
-           std::to_string(mask.window_right) + ")" + (softcap > 0 ? " softcap" : "") + (dt == DType::kFloat16 ? " fp16" : " bf16") +
+           std::to_string(mask.window_right) + ")" + (softcap > 0 ? " softcap" : "") +
+           (scale ? " scale" + std::to_string(*scale) : "") + (dt == DType::kFloat16 ? " fp16" : " bf16") +
            (strided ? " strided" : "") + (lq.empty() ? "" : " varlen") + (odd_unit_strides ? " odd-unit-strides" : "") +
-           (broadcast_kv ? " broadcast-kv" : "");
+           (broadcast_kv ? " broadcast-kv" : "") + (key_growth > 0 ? " key-growth" : "");
   }
 };
 
@@ -83,6 +88,37 @@ inline std::vector<Case> empty_dim_cases() {
 
 // The case lists the forward and backward suites share.
 // Every head dim x awkward lengths (1, 17, 63/65, 127/1000, a multiple of the tiles).
+// Scales <= 0, which the spec allows: the kernels keep unscaled scores and fold a positive scale
+// into the exponent; with -3 a row's scaled scores span more than 2^7 in exp2's units (an overflow
+// wherever the running max were taken of the unscaled scores), 0 gives uniform attention over the
+// visible keys. Each head dim, with causal / window masks and a softcap.
+inline std::vector<Case> nonpositive_scale_cases() {
+  std::vector<Case> cases;
+  for (int64_t D : {64, 128, 256}) {
+    Case c;
+    c.D = D;
+    c.Sq = 200;
+    c.Sk = 333;
+    c.Hq = 4;
+    c.scale = -3.0;
+    c.mask.causal = true;
+    cases.push_back(c);
+    c.mask = MaskOptions{};
+    c.mask.window_left = 40;
+    c.mask.window_right = 10;
+    c.scale = -1.0 / std::sqrt(static_cast<double>(D));
+    cases.push_back(c);
+    c.mask = MaskOptions{};
+    c.mask.causal = true;
+    c.scale = 0.0;
+    cases.push_back(c);
+    c.scale = -0.5;
+    c.softcap = 5;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
 inline std::vector<Case> head_dim_and_length_cases() {
   std::vector<Case> cases;
   for (int64_t D : {64, 128, 256})

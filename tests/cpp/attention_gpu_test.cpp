@@ -29,6 +29,7 @@ Run run(const Case& c, const HostTensor& q, const HostTensor& k, const HostTenso
   AttentionFwdParams p;
   p.mask = c.mask;
   p.softcap = c.softcap;
+  p.scale = c.scale;
   if (varlen) {
     p.max_seqlen_q = *std::max_element(c.lq.begin(), c.lq.end());
     p.max_seqlen_k = *std::max_element(c.lk.begin(), c.lk.end());
@@ -97,6 +98,12 @@ void check(const Case& c) {
   q.randn(rng);
   k.randn(rng);
   v.randn(rng);
+  // Key magnitudes cycling every 64 keys: a row's max jumps up and down from key tile to key tile.
+  if (c.key_growth > 0)
+    for (int64_t i = 0; i < k.numel(); ++i) {
+      const int64_t key = i / (c.Hkv * c.D) % c.Sk;
+      k.set(i, k.get(i) * (1 + c.key_growth * static_cast<double>(key / 64 % 4)));
+    }
   if (c.broadcast_kv) {
     copy_batch0_everywhere(k);
     copy_batch0_everywhere(v);
@@ -121,6 +128,10 @@ TEST_F(AttentionGpu, HeadDimsAndAwkwardLengths) {
 
 TEST_F(AttentionGpu, CausalBothAlignmentsWindowsSoftcap) {
   for (const Case& c : mask_cases()) check(c);
+}
+
+TEST_F(AttentionGpu, NegativeAndZeroScales) {
+  for (const Case& c : nonpositive_scale_cases()) check(c);
 }
 
 // No keys, no queries, no batch: the right outputs, and no TMA descriptor of an empty dim.
@@ -153,6 +164,21 @@ TEST_F(AttentionGpu, GqaRatiosFp16AndStrides) {
   s.Sq = 200;
   s.Sk = 300;
   check(s);
+}
+
+// Scores whose row max jumps up and down between key tiles, by far more than 2^8 in exp2's units:
+// the output and the row sum rescaled at every rise, untouched at every fall; every head dim.
+TEST_F(AttentionGpu, RowMaxJumpsBetweenKeyTiles) {
+  for (int64_t D : {64, 128, 256})
+    for (bool causal : {false, true}) {
+      Case c;
+      c.D = D;
+      c.Sq = 300;
+      c.Sk = 1100;
+      c.mask.causal = causal;
+      c.key_growth = 2.0;
+      check(c);
+    }
 }
 
 TEST_F(AttentionGpu, VarlenWithOneTokenAndEmptySequences) {

@@ -48,6 +48,7 @@ Grads cpu_run(const FlexGpuCase& c, const Inputs& in, DType dt, HostTensor* out,
   f.out = out->view;
   f.lse = lse->view;
   f.mods = mods;
+  f.scale = c.scale;
   if (bm) f.block_mask = bm->view();
   EXPECT_TRUE(flex_attention_forward(f).ok());
   Grads g{HostTensor(dt, {c.B, c.Hq, c.Sq, c.D}), HostTensor(dt, {c.B, c.Hkv, c.Sk, c.D}), HostTensor(dt, {c.B, c.Hkv, c.Sk, c.D})};
@@ -62,6 +63,7 @@ Grads cpu_run(const FlexGpuCase& c, const Inputs& in, DType dt, HostTensor* out,
   b.dk = g.dk.view;
   b.dv = g.dv.view;
   b.mods = mods;
+  b.scale = c.scale;
   if (bm) b.block_mask = bm->view();
   const Status st = flex_attention_backward(b);
   EXPECT_TRUE(st.ok()) << st.message();
@@ -89,6 +91,7 @@ Status gpu_run(const FlexGpuCase& c, const Inputs& in, const HostTensor& out, co
   p.dk = gk.view;
   p.dv = gv.view;
   p.mods = dtables.mods(c);
+  p.scale = c.scale;
   if (bm) {
     dbm = std::make_unique<DeviceBlockMask>(*bm);
     p.block_mask = dbm->view();
@@ -131,6 +134,10 @@ TEST_F(FlexBwdGpu, EveryCatalogModWithBlockMasks) {
   c.softcap = 2;  // strong capping: the derivative is far from 1
   cases.push_back(c);
   for (const FlexGpuCase& x : cases) check(x);
+}
+
+TEST_F(FlexBwdGpu, NegativeAndZeroScales) {
+  for (const FlexGpuCase& c : nonpositive_scale_cases()) check(c);
 }
 
 TEST_F(FlexBwdGpu, GqaRatiosFp16AndWideBlocks) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@ struct FlexGpuCase {
   bool causal = false, prefix = false, document = false, alibi = false, rel_bias = false;
   int64_t window = -1;
   double softcap = 0;
+  std::optional<double> scale;  // unset: 1/sqrt(D)
   int block_mask = 1;  // 0: none, 1: per (b, h) lists, 2: broadcast over B and H
   bool full_blocks = true;
   int64_t block_k = 128;
@@ -31,7 +33,8 @@ struct FlexGpuCase {
            " Sk" + std::to_string(Sk) + " D" + std::to_string(D) + (dt == DType::kFloat16 ? " fp16" : " bf16") +
            (causal ? " causal" : "") + (prefix ? " prefix" : "") + (document ? " doc" : "") + (alibi ? " alibi" : "") +
            (rel_bias ? " rel_bias" : "") + (window >= 0 ? " window" + std::to_string(window) : "") +
-           (softcap > 0 ? " softcap" : "") + " blockmask" + std::to_string(block_mask) + (full_blocks ? "+full" : "") +
+           (softcap > 0 ? " softcap" : "") +
+           (scale ? " scale" + std::to_string(*scale) : "") + " blockmask" + std::to_string(block_mask) + (full_blocks ? "+full" : "") +
            " bk" + std::to_string(block_k) + " splits" + std::to_string(num_splits) + (odd_unit_strides ? " odd-unit-strides" : "");
   }
 };
@@ -133,6 +136,43 @@ inline std::vector<FlexGpuCase> catalog_cases() {
   c.softcap = 5;
   c.alibi = true;
   c.block_mask = 2;  // broadcast over B and H
+  cases.push_back(c);
+  return cases;
+}
+
+// Scales <= 0 (the spec allows any finite scale): with -3 a row's scaled scores span more than 2^7
+// in exp2's units, 0 gives uniform attention. No score mod (the scale folds into the exponent
+// unless <= 0) with and without a BlockMask, ALiBi and a softcap alone (scaled before the mod),
+// and the short-query split path.
+inline std::vector<FlexGpuCase> nonpositive_scale_cases() {
+  std::vector<FlexGpuCase> cases;
+  for (int64_t D : {64, 128, 256}) {
+    FlexGpuCase c;
+    c.D = D;
+    c.Sq = 200;
+    c.Sk = 333;
+    c.scale = -3.0;
+    c.causal = true;  // BlockMask with partial and full blocks
+    cases.push_back(c);
+  }
+  FlexGpuCase c;
+  c.scale = -3.0;
+  c.block_mask = 0;  // no mods, no BlockMask
+  cases.push_back(c);
+  c = FlexGpuCase{};
+  c.scale = 0.0;
+  c.causal = true;
+  c.document = true;
+  cases.push_back(c);
+  c = FlexGpuCase{};
+  c.scale = -2.0;
+  c.causal = true;
+  c.alibi = true;
+  cases.push_back(c);
+  c = FlexGpuCase{};
+  c.scale = -0.5;
+  c.causal = true;
+  c.softcap = 5;
   cases.push_back(c);
   return cases;
 }

@@ -25,6 +25,7 @@ Run run(const FlexGpuCase& c, const HostTensor& q, const HostTensor& k, const Ho
   const FlexMods host_mods = mods_of(c, tables);
   const std::unique_ptr<HostBlockMask> bm = block_mask_of(c, host_mods);
   FlexFwdParams p;
+  p.scale = c.scale;
   if (!on_gpu) {
     p.q = qh.view;
     p.k = kh.view;
@@ -92,6 +93,17 @@ TEST_F(FlexGpu, NoModsHeadDimsAndAwkwardLengths) {
 
 TEST_F(FlexGpu, EveryCatalogModWithBlockMasks) {
   for (const FlexGpuCase& c : catalog_cases()) check(c);
+}
+
+TEST_F(FlexGpu, NegativeAndZeroScales) {
+  for (const FlexGpuCase& c : nonpositive_scale_cases()) check(c);
+  FlexGpuCase s;  // the short-query split path: decode, 4 parts, the query's document 600 of 3000 keys
+  s.Sq = 1;
+  s.Sk = 3000;
+  s.scale = -3.0;
+  s.document = true;
+  s.num_splits = 4;
+  check(s);
 }
 
 TEST_F(FlexGpu, GqaRatiosFp16AndWideBlocks) {

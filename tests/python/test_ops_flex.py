@@ -43,12 +43,12 @@ def _catalog():
 CATALOG = _catalog()
 
 
-def dense_reference(q, k, v, score_mod, mask_mod):
+def dense_reference(q, k, v, score_mod, mask_mod, scale=None):
     """Full score matrix with the mods applied on broadcast index grids, then softmax."""
     k, v = (t.repeat_interleave(q.shape[1] // t.shape[1], dim=1) for t in (k, v))
     b, h, i, j = (torch.arange(n).view([-1 if d == a else 1 for a in range(4)])
                   for d, n in enumerate((q.shape[0], q.shape[1], q.shape[2], k.shape[2])))
-    s = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    s = (q @ k.transpose(-1, -2)) * (q.shape[-1] ** -0.5 if scale is None else scale)
     if score_mod is not None:
         s = score_mod(s, b, h, i, j)
     if mask_mod is not None:
@@ -182,3 +182,36 @@ def test_cuda_backward_matches_float64_within_torch_flex_error(name):
         err = (o.double().cpu() - w).abs().max().item()
         torch_err = (t.double().cpu() - w).abs().max().item()
         assert err <= 2 * torch_err + 1e-3 * max(1.0, w.abs().max().item()), (grad, err, torch_err)
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+@pytest.mark.parametrize("scale", [-2.0, 0.0])
+@pytest.mark.parametrize("name", ["none", "causal", "alibi_causal", "softcap"])
+def test_cuda_nonpositive_scale_within_torch_flex_error(name, scale):
+    """Scales <= 0 (torch's flex takes any float): with -2 a row's scaled scores span far more than
+    exp2's range below the row max's, so a running max taken of unscaled scores would overflow; 0 is
+    uniform attention. Forward and backward against float64, the error rules above."""
+    score_mod, mask_mod = CATALOG[name]
+    score_mod, mask_mod = moved(score_mod, "cuda"), moved(mask_mod, "cuda")
+    torch.manual_seed(6)
+    q, k, v = (torch.randn(B, h, S, 64, device="cuda").bfloat16() for h in (HQ, HKV, HKV))
+    dout = torch.randn(B, HQ, S, 64, device="cuda").bfloat16()
+    block_mask = create_block_mask(mask_mod, B, None, S, S, device="cuda") if mask_mod is not None else None
+
+    def run(fn, *inputs):
+        inputs = [t.detach().requires_grad_() for t in inputs]
+        out = fn(*inputs)
+        out.backward(dout.to(inputs[0]))
+        return [out.detach()] + [t.grad for t in inputs]
+
+    ours = run(lambda *t: attnkit.flex_attention(*t, score_mod=score_mod, block_mask=block_mask, scale=scale,
+                                                 enable_gqa=True), q, k, v)
+    theirs = run(lambda *t: torch_flex(*t, score_mod=score_mod, block_mask=block_mask, scale=scale, enable_gqa=True),
+                 q, k, v)
+    want = run(lambda *t: dense_reference(*t, moved(score_mod, "cpu"), moved(mask_mod, "cpu"), scale=scale),
+               *(t.double().cpu() for t in (q, k, v)))
+    for what, o, t, w in zip(("out", "dq", "dk", "dv"), ours, theirs, want):
+        assert torch.isfinite(o).all(), what
+        err = (o.double().cpu() - w).abs().max().item()
+        torch_err = (t.double().cpu() - w).abs().max().item()
+        assert err <= 2 * torch_err + 1e-3 * max(1.0, w.abs().max().item()), (what, err, torch_err)

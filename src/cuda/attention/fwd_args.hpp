@@ -27,11 +27,23 @@ struct AttnFwdArgs {
   int heads_q = 0, heads_kv = 0;
   const int32_t* cu_seqlens_q = nullptr;  // device pointers, both set for varlen
   const int32_t* cu_seqlens_k = nullptr;
-  float scale = 1.f;
-  float softcap = 0.f;  // 0: off
+  float scale = 1.f;     // > 0 (fold_scale_sign_into_q)
+  float q_factor = 1.f;  // -1 or 0 for a caller's scale < 0 or 0: Q's tile times this in shared memory
+  float softcap = 0.f;   // 0: off
   MaskOptions mask;
   void* stream = nullptr;
   int num_sms = 132;
 };
+
+// The kernels keep the scores unscaled where they can and fold the scale into the softmax's
+// exponent: its running max is then the largest score and a masked score (-inf) gives 0, both
+// only for a positive scale. A caller's scale <= 0 is therefore carried by Q: the consumers
+// multiply their Q tile by q_factor (-1 or 0) in shared memory, and the kernel's scale is |scale|
+// (1 for 0): the same scaled scores, scale * q.k, whatever the score mod.
+inline void fold_scale_sign_into_q(AttnFwdArgs& a) {
+  if (a.scale > 0.f) return;
+  a.q_factor = a.scale < 0.f ? -1.f : 0.f;
+  a.scale = a.scale < 0.f ? -a.scale : 1.f;
+}
 
 }  // namespace attnkit::cuda

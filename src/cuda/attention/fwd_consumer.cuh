@@ -44,6 +44,31 @@ struct IssueTurns {
   }
 };
 
+// Q's rows of warpgroup wg (64 x D of the [kBlockM, D] tile in buffer q_buf) times q_factor, -1 or 0
+// (a caller's scale <= 0: fold_scale_sign_into_q), in place, before the warpgroup's first S GEMM of
+// the tile reads them: each 16-bit element's sign flipped, or every bit cleared. By 16-byte pieces
+// (the swizzle moves 16-byte units: 8 elements of a row from a multiple of 8 stay adjacent). The
+// generic-proxy writes are then fenced for WGMMA (async proxy) and the warpgroup's threads meet on
+// barrier 3 + wg (flex's scratch passes use it the same way; immediate ids, as IssueTurns says why).
+template <class T>
+CUTE_DEVICE void scale_q_rows(typename T::SharedStorage& smem, int q_buf, int wg, float q_factor) {
+  static_assert(sizeof(typename T::Element) == 2);
+  Tensor sQ = local_tile(T::smem_q(smem, q_buf), Shape<_64, Int<T::kHeadDim>>{}, make_coord(wg, 0));  // [64, D]
+  constexpr int kPiecesPerRow = T::kHeadDim / 8;
+  const uint32_t keep = q_factor == 0.f ? 0u : 0xffffffffu;
+  const uint32_t sign = q_factor < 0.f ? 0x80008000u : 0u;
+  for (int i = threadIdx.x % 128; i < 64 * kPiecesPerRow; i += 128) {
+    const uint32_t addr = cast_smem_ptr_to_uint(&sQ(i / kPiecesPerRow, i % kPiecesPerRow * 8));
+    uint32_t x[4];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3]) : "r"(addr));
+    for (uint32_t& w : x) w = (w & keep) ^ sign;
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]));
+  }
+  cutlass::arch::fence_view_async_shared();
+  if (wg == 0) cutlass::arch::NamedBarrier::sync(128, 3);
+  else cutlass::arch::NamedBarrier::sync(128, 4);
+}
+
 template <class Traits, class Variant>
 struct Consumer {
   using T = Traits;
@@ -76,6 +101,7 @@ struct Consumer {
                                          typename T::Pipeline& pipe_v, typename T::PipelineState& state,
                                          const Turns& turns, int t, int q_buf, int desc_slot) {
     const AttnFwdArgs& a = params.args;
+    if (a.q_factor != 1.f) scale_q_rows<T>(smem, q_buf, wg, a.q_factor);  // a scale <= 0 (rare)
     // The tile's description: the producer's copy (fwd_traits.cuh, tile_desc) where the variant
     // shares it, else derived from t. Taken at the start and again for the epilogue rather than
     // kept in registers through the main loop. Deriving it put ~500 cycles of integer work before

@@ -42,6 +42,7 @@ Status attention_forward(const AttentionFwdParams& caller) {
   const bool varlen = p.cu_seqlens_q.defined();
   AttnFwdArgs a;
   ATTNKIT_RETURN_IF_ERROR(fill_shared_args(p, a));
+  fold_scale_sign_into_q(a);
   a.out = p.out.data;
   bsh_strides(p.out, varlen, a.o_stride);
   if (p.lse.defined()) {

@@ -158,7 +158,10 @@ struct FlexBwdProbs {
     const int key0 = tile.n_block * Traits::kBlockN, row0 = visit.m * Traits::kBlockM;
     const int64_t b = tile.batch, h = tile.head;
     const bool use_mask = !is_no_mask_v<MaskMod> && f.use_mask_mod && !visit.full;
-    const float scale_log2 = f.use_score_mod ? float(M_LOG2E) : a.scale * float(M_LOG2E);
+    // Without a score mod P is taken of the unscaled scores, the scale folding into the exponent,
+    // unless it is <= 0: masked scores are -inf, which needs a positive unit.
+    const bool scaled = f.use_score_mod || !(a.scale > 0.f);
+    const float scale_log2 = scaled ? float(M_LOG2E) : a.scale * float(M_LOG2E);
     constexpr bool kScorePasses = has_derivative_from_output_v<ScoreMod>;
     if constexpr (!kScorePasses && !std::is_same_v<ScoreMod, IdentityScoreMod>) {
       if (f.use_score_mod) return fused(tSrS, tdVrP, cS, lse2, use_mask, key0, row0);
@@ -177,6 +180,9 @@ struct FlexBwdProbs {
         if constexpr (has_parts_v<ScoreMod>) f.score_mod.for_each_part(pass);
         else pass(f.score_mod);
       }
+    } else if (scaled) {  // no score mod, a scale <= 0: scaled first all the same
+      CUTE_UNROLL
+      for (int i = 0; i < size(tSrS); ++i) tSrS(i) *= a.scale;
     }
     // Mask mod, one pass per part, skipped where the part holds on this warpgroup's whole box of
     // scores (its 64 keys, its query rows): of the sliding window's four partial tiles a key tile

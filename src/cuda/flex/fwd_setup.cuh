@@ -93,6 +93,7 @@ inline Status fill_fwd_args(const FlexFwdParams& p, AttnFwdArgs& a) {
   a.seqlen_q = a.max_seqlen_q = static_cast<int>(p.q.size(2));
   a.seqlen_k = static_cast<int>(p.k.size(2));
   a.scale = static_cast<float>(p.scale ? *p.scale : 1.0 / std::sqrt(static_cast<double>(p.q.size(3))));
+  fold_scale_sign_into_q(a);
   a.stream = p.stream;
   a.tile_counter = static_cast<int*>(p.workspace.data);  // validated: >= 16 bytes
   if (reinterpret_cast<uintptr_t>(a.tile_counter) % alignof(int) != 0)
