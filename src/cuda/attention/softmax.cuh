@@ -3,7 +3,7 @@
 // A consumer thread holds 2 rows of S (rows r and r + 8 of its warp's 16) and BN/4 columns of
 // each. Row statistics are reduced over the 4 threads of a quad that share the rows. Scores are
 // kept in their natural scale; exp2 is taken of (s - max) * scale * log2(e), so every exponent
-// is <= 0. A row with no visible key keeps max = -inf and sum = 0 (output 0, LSE -inf).
+// is <= 0 (scale > 0: a caller's scale <= 0 reaches the kernel through Q, fold_scale_sign_into_q). A row with no visible key keeps max = -inf and sum = 0 (output 0, LSE -inf).
 #pragma once
 #include <cmath>
 #include <cute/tensor.hpp>
