@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,8 +75,21 @@ void run(const char* name, int64_t B, int64_t hq, int64_t hkv, int64_t sq, int64
   const double density = bm ? bm->density() : 1.0;
   const double flops = 4.0 * B * hq * double(sq) * sk * D * density;
   const double kv_gbs = 2.0 * B * hkv * sk * D * 2 / ms / 1e6;
-  std::printf("%-14s %8.3f ms %7.1f TFLOP/s %7.0f GB/s(KV)  err=%s\n", name, ms, flops / ms / 1e9, kv_gbs,
-              cudaGetErrorString(cudaGetLastError()));
+  // The output's sum and sum of magnitudes (bf16 bits widened on the host), so that variants which
+  // reorder the arithmetic can be compared row by row (equal to ~1e-4 relative, not bitwise).
+  const cudaError_t err = cudaGetLastError();
+  std::vector<uint16_t> host(size_t(B * hq * sq * D));
+  cudaMemcpy(host.data(), o.p, host.size() * 2, cudaMemcpyDeviceToHost);
+  double sum = 0, mag = 0;
+  for (uint16_t bits : host) {
+    uint32_t w = uint32_t(bits) << 16;
+    float x;
+    std::memcpy(&x, &w, 4);
+    sum += x;
+    mag += std::fabs(x);
+  }
+  std::printf("%-14s %8.3f ms %7.1f TFLOP/s %7.0f GB/s(KV)  err=%s  osum=%.6e |o|=%.6e\n", name, ms,
+              flops / ms / 1e9, kv_gbs, cudaGetErrorString(err), sum, mag);
 }
 
 }  // namespace
