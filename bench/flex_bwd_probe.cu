@@ -25,24 +25,6 @@ using namespace flex_probe;
 
 namespace {
 
-float uint_as_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-// Sum and an FNV-1a hash of a bf16 tensor's bits: equal hashes, equal tensors (almost surely).
-void checksum(const void* p, size_t n, double* sum, uint64_t* hash) {
-  std::vector<uint16_t> h(n);
-  cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost);
-  *sum = 0;
-  *hash = 1469598103934665603ull;
-  for (size_t i = 0; i < n; ++i) {
-    *sum += double(uint_as_float(uint32_t(h[i]) << 16));
-    *hash = (*hash ^ h[i]) * 1099511628211ull;
-  }
-}
-
 // doc_len > 0: documents of doc_len tokens; < 0: -doc_len documents of random lengths (bench_flex.py's).
 void run(const char* name, bool alibi, bool causal, int64_t window, bool block_mask, int64_t doc_len,
          bool deterministic, double softcap = 0.0) {

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -135,6 +136,22 @@ float median_ms(F&& launch) {
   }
   std::sort(ts.begin(), ts.end());
   return ts[ts.size() / 2];
+}
+
+// Sum and an FNV-1a hash of a bf16 tensor's bits (n elements on the GPU): equal hashes, equal tensors
+// (almost surely); the sums compare variants that reorder the arithmetic.
+inline void checksum(const void* p, size_t n, double* sum, uint64_t* hash) {
+  std::vector<uint16_t> h(n);
+  cudaMemcpy(h.data(), p, n * 2, cudaMemcpyDeviceToHost);
+  *sum = 0;
+  *hash = 1469598103934665603ull;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits = uint32_t(h[i]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    *sum += double(f);
+    *hash = (*hash ^ h[i]) * 1099511628211ull;
+  }
 }
 
 }  // namespace flex_probe
